@@ -1,0 +1,30 @@
+"""Everything ultra_multr does about ULTRA_pytorch's defects, in one place.
+
+ULTRA_pytorch at commit 1757587f (the commit this plugin targets) breaks on
+current torch / numpy in known ways.  We never edit ULTRA; each defect is
+handled here:
+
+====================================================  =========================================
+ULTRA defect                                          handled by
+====================================================  =========================================
+``base_ranking_model.py`` imports TensorFlow          :mod:`.startup` (interpreter-start hook)
+(unused); ``import ultra`` fails without it
+``create_input_feed`` casts a list of float32         :func:`.runtime.batch_from_input_feed`
+arrays to int64 and raises TypeError                  (our algorithms never call ULTRA's)
+``main.py`` makes a tensorboard writer per step for   our algorithms return an empty train
+every key of a non-empty train summary                summary (:data:`.runtime.EMPTY_SUMMARY`)
+DLA creates a ``SummaryWriter()`` per instance        our algorithms never call ULTRA's
+                                                      ``DLA.__init__``
+models pick CUDA whenever present (module-level       :func:`.runtime.score_documents`,
+``torch.device('cuda')`` in DNN / Linear)              :func:`.runtime.choose_device`
+click-model JSON paths are relative to the CWD        :func:`.runtime.resolve_data_path`
+``--test_only False`` means True (argparse            :func:`.runtime.check_main_flags`
+``type=bool``)
+DLA's ``max_propensity_weight`` clamps ``.grad`` of   :func:`ultra_multr.losses.ipw_weights`
+the weights, never the weights
+DLA rebuilds Adagrad every step (sign-SGD)            :class:`ultra_multr.algorithms.base.Optimizers`
+====================================================  =========================================
+
+:mod:`.startup` uses the standard library only; :mod:`.runtime` needs torch
+and ULTRA and is imported by the adapter classes.
+"""

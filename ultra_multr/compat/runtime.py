@@ -1,0 +1,189 @@
+"""Run-time helpers that stand between our torch code and ULTRA's objects.
+
+See the table in :mod:`ultra_multr.compat` for which ULTRA defect each helper
+handles.  Nothing else in ultra_multr touches ULTRA's internals.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+
+import ultra
+
+#: What our algorithms return as the train summary.  main.py at 1757587 calls
+#: ``train_writer.add_scalars("Training at step %s" % step, summary)``, which
+#: opens one new event-file writer per key *and per step*; with an empty dict
+#: it opens none.  Training progress is logged through :mod:`logging` instead.
+EMPTY_SUMMARY: Dict[str, float] = {}
+
+#: main.py's boolean flags are declared ``type=bool``: any non-empty value,
+#: "False" included, parses as True.
+_BOOLEAN_MAIN_FLAGS = ("--test_only", "--test_while_train")
+_FALSE_WORDS = ("false", "0", "no", "off", "")
+
+
+def main_args() -> Optional[argparse.Namespace]:
+    """The parsed arguments of ULTRA's ``main.py`` when it is the running script.
+
+    main.py parses its command line at module level into ``args``; running as
+    a script, that module is ``__main__``.  Returns None elsewhere (tests,
+    notebooks), so callers must have a fallback.
+    """
+    args = getattr(sys.modules.get("__main__"), "args", None)
+    if isinstance(args, argparse.Namespace) and hasattr(args, "model_dir"):
+        return args
+    return None
+
+
+def check_main_flags(argv: Sequence[str] = None) -> None:
+    """Refuse ``--test_only False`` style flags, which main.py reads as True."""
+    argv = list(sys.argv if argv is None else argv)
+    for i, token in enumerate(argv):
+        name, _, value = token.partition("=")
+        if name not in _BOOLEAN_MAIN_FLAGS:
+            continue
+        if not _:
+            value = argv[i + 1] if i + 1 < len(argv) else ""
+        if value.strip().lower() in _FALSE_WORDS:
+            raise ValueError(
+                "%s %r: ULTRA's main.py parses this flag with type=bool, so any value, "
+                "%r included, switches it ON. Leave the flag out to keep it off."
+                % (name, value, value)
+            )
+
+
+def resolve_data_path(path: str, what: str) -> str:
+    """Find a file named relative to the CWD *or* to the settings file.
+
+    ULTRA opens click-model JSONs relative to the working directory, so a
+    settings file only works from one directory.  We try, in order: the path
+    as given (absolute, or relative to the CWD), relative to the directory of
+    main.py's ``--setting_file``, and relative to this repository's root.
+
+    Raises:
+        FileNotFoundError: naming ``what`` and every place tried.
+    """
+    candidates = [path]
+    if not os.path.isabs(path):
+        args = main_args()
+        if args is not None and getattr(args, "setting_file", None):
+            candidates.append(os.path.join(os.path.dirname(os.path.abspath(args.setting_file)), path))
+        repo_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        candidates.append(os.path.join(repo_root, path))
+    for candidate in candidates:
+        if os.path.isfile(candidate):
+            return os.path.abspath(candidate)
+    raise FileNotFoundError(
+        "%s %r not found; tried: %s" % (what, path, ", ".join(os.path.abspath(c) for c in candidates))
+    )
+
+
+def choose_device(requested: str) -> torch.device:
+    """One device per run: "auto" is CUDA when available, else CPU."""
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(requested)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device=%r requested but CUDA is not available" % requested)
+    return device
+
+
+@dataclass
+class Batch:
+    """A batch of ranked lists, as tensors on one device.
+
+    Attributes:
+        features: [B, L, F] float32; padded slots are zero vectors.
+        labels: [B, L] float32 clicks (or relevance labels); 0 in padded slots.
+        mask: [B, L] bool, True for real documents.
+    """
+
+    features: torch.Tensor
+    labels: torch.Tensor
+    mask: torch.Tensor
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.features.shape[0])
+
+
+def batch_from_input_feed(
+    input_feed: Dict[str, np.ndarray],
+    docid_names: Sequence[str],
+    label_names: Sequence[str],
+    device: torch.device,
+) -> Batch:
+    """Turn ULTRA's input feed dictionary into a :class:`Batch`.
+
+    ULTRA's feeds give ``letor_features`` [D, F] and, per list position i,
+    ``docid_input{i}`` (float32 row indices into the features; the value D
+    marks padding) and ``label{i}``.  ``BaseAlgorithm.create_input_feed``
+    casts the float32 arrays with ``torch.as_tensor(..., dtype=int64)``,
+    which raises TypeError on numpy >= 1.25; we stack and cast in numpy.
+    """
+    letor = np.asarray(input_feed["letor_features"], dtype=np.float32)
+    n_docs = letor.shape[0]
+    if letor.ndim != 2:  # an empty batch arrives as shape (0,)
+        raise ValueError("input feed has no documents (letor_features shape %s)" % (letor.shape,))
+    doc_ids = np.stack([np.asarray(input_feed[n]) for n in docid_names], axis=1).astype(np.int64)
+    labels = np.stack([np.asarray(input_feed[n], dtype=np.float32) for n in label_names], axis=1)
+    mask = (doc_ids >= 0) & (doc_ids < n_docs)
+    padded = np.concatenate([letor, np.zeros((1, letor.shape[1]), dtype=np.float32)], axis=0)
+    features = padded[np.where(mask, doc_ids, n_docs)]
+    labels = np.where(mask, labels, 0.0).astype(np.float32)
+    return Batch(
+        features=torch.from_numpy(features).to(device),
+        labels=torch.from_numpy(labels).to(device),
+        mask=torch.from_numpy(mask).to(device),
+    )
+
+
+def create_ranking_model(exp_settings: dict, feature_size: int, device: torch.device) -> torch.nn.Module:
+    """Instantiate ``exp_settings['ranking_model']`` on ``device``."""
+    model_class = ultra.utils.find_class(exp_settings["ranking_model"])
+    model = model_class(exp_settings.get("ranking_model_hparams", ""), feature_size)
+    return model.to(device)
+
+
+def score_documents(model: torch.nn.Module, features: torch.Tensor) -> torch.Tensor:
+    """Ranking scores for a flat batch of documents.
+
+    Args:
+        model: a ULTRA ranking model.
+        features: [M, F] on the model's device.
+
+    Returns:
+        [M] scores.
+
+    ULTRA's DNN and Linear ``build`` move their input to CUDA whenever CUDA
+    exists, whatever device the model is on; both keep their network in
+    ``sequential``, which we call directly.  Other models go through ``build``.
+    """
+    if isinstance(model, (ultra.ranking_model.DNN, ultra.ranking_model.Linear)):
+        return model.sequential(features).squeeze(-1)
+    return torch.cat(list(model.build([features])), dim=0).reshape(-1)
+
+
+def ranking_metrics(
+    labels: torch.Tensor, scores: torch.Tensor, mask: torch.Tensor, metrics: List[str], cutoffs: List[int]
+) -> Dict[str, float]:
+    """ULTRA's own metric functions, as ``{"ndcg_10": value, ...}``.
+
+    Args:
+        labels: [B, L] graded relevance; scores: [B, L]; mask: [B, L] bool.
+    """
+    padded = torch.where(mask, scores, torch.full_like(scores, -1e5))
+    labels = torch.where(mask, labels, torch.zeros_like(labels)).cpu()
+    padded = padded.detach().cpu()
+    values: Dict[str, float] = {}
+    for metric in metrics:
+        results = ultra.utils.make_ranking_metric_fn(metric, list(cutoffs))(labels, padded, None)
+        for cutoff, value in zip(cutoffs, results):
+            values["%s_%d" % (metric, cutoff)] = float(value)
+    return values

@@ -1,0 +1,95 @@
+"""Interpreter-start hook that lets ULTRA_pytorch import without TensorFlow.
+
+ULTRA at commit 1757587 has ``import tensorflow as tf`` at the top of
+``ultra/ranking_model/base_ranking_model.py`` and never uses it, so ``import
+ultra`` (and therefore ULTRA's unmodified ``main.py``) fails on any machine
+without TensorFlow.  This module is run from ``ultra_multr_startup.pth`` (see
+setup.py), before ``main.py`` executes its first line, and installs a
+meta-path finder that watches for the import of the top-level ``ultra``
+package.  While -- and only while -- ``ultra`` executes, an empty placeholder
+module stands in for ``tensorflow`` if the real one is not installed.  The
+placeholder is removed as soon as ``ultra`` has finished importing, because
+tensorboard (which ``main.py`` uses) probes for TensorFlow and breaks if it
+finds an empty module.
+
+Only the standard library is imported here: this file runs at every start of
+the interpreter it is installed in, so it must be cheap and must never raise.
+"""
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import types
+from typing import Optional, Sequence
+
+PLACEHOLDER_ATTRIBUTE = "__ultra_multr_placeholder__"
+
+
+def _tensorflow_installed() -> bool:
+    if "tensorflow" in sys.modules:
+        return not getattr(sys.modules["tensorflow"], PLACEHOLDER_ATTRIBUTE, False)
+    try:
+        return importlib.util.find_spec("tensorflow") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class _UltraLoader(importlib.abc.Loader):
+    """Runs ULTRA's own loader with a TensorFlow placeholder in place."""
+
+    def __init__(self, wrapped: importlib.abc.Loader) -> None:
+        self._wrapped = wrapped
+
+    def __getattr__(self, name: str):  # get_source, get_resource_reader, ...
+        return getattr(self._wrapped, name)
+
+    def create_module(self, spec):  # type: ignore[no-untyped-def]
+        return self._wrapped.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        placeholder = None
+        if not _tensorflow_installed():
+            placeholder = types.ModuleType("tensorflow")
+            placeholder.__doc__ = "Empty stand-in for ULTRA's unused TensorFlow import."
+            setattr(placeholder, PLACEHOLDER_ATTRIBUTE, True)
+            sys.modules["tensorflow"] = placeholder
+        try:
+            self._wrapped.exec_module(module)
+        finally:
+            if placeholder is not None and sys.modules.get("tensorflow") is placeholder:
+                del sys.modules["tensorflow"]
+
+
+class UltraImportFinder(importlib.abc.MetaPathFinder):
+    """Finds ``ultra`` with the other finders and wraps its loader."""
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Optional[Sequence[str]] = None,
+        target: Optional[types.ModuleType] = None,
+    ) -> Optional[importlib.machinery.ModuleSpec]:
+        if fullname != "ultra":
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _UltraLoader(spec.loader)
+                return spec
+        return None
+
+
+def install() -> None:
+    """Put the finder first on ``sys.meta_path`` (idempotent, never raises)."""
+    try:
+        if not any(isinstance(f, UltraImportFinder) for f in sys.meta_path):
+            sys.meta_path.insert(0, UltraImportFinder())
+    except Exception:  # pragma: no cover - a .pth hook must not break start-up
+        pass
+
+
+install()

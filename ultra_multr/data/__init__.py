@@ -1,0 +1,1 @@
+"""Datasets: reading LETOR files, writing ULTRA data directories, synthetic data."""

@@ -1,0 +1,82 @@
+"""Small synthetic learning-to-rank datasets for tests and demos.
+
+Features are Gaussian noise plus a label-dependent signal on a few directions,
+so a ranker can learn something in a handful of steps; the initial ranking is
+a noisy version of the true relevance, as a weak production ranker would give.
+"""
+from __future__ import annotations
+
+import os
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+from .ultra_format import RankedQuery, query_order, write_settings, write_split
+
+
+def synthetic_queries(
+    n_queries: int,
+    docs_per_query: Tuple[int, int] = (6, 15),
+    n_features: int = 20,
+    max_label: int = 4,
+    seed: int = 0,
+    qid_prefix: str = "q",
+    initial_noise: float = 1.0,
+) -> List[RankedQuery]:
+    """Random queries whose features carry their labels' signal.
+
+    Args:
+        n_queries: number of queries.
+        docs_per_query: inclusive range of list lengths.
+        n_features: feature dimension F.
+        max_label: labels are drawn from 0..max_label, skewed towards 0.
+        seed: seed of the generator (the output is a pure function of it).
+        qid_prefix: prefix of query and document ids.
+        initial_noise: std of the noise the initial ranker adds to relevance.
+    """
+    rng = np.random.default_rng(seed)
+    direction = rng.normal(size=n_features)
+    direction /= np.linalg.norm(direction)
+    label_probs = np.array([2.0 ** (max_label - y) for y in range(max_label + 1)])
+    label_probs /= label_probs.sum()
+    queries = []
+    for q in range(n_queries):
+        n_docs = int(rng.integers(docs_per_query[0], docs_per_query[1] + 1))
+        labels = rng.choice(max_label + 1, size=n_docs, p=label_probs).astype(np.float64)
+        if labels.max() == 0:  # keep every query useful for ULTRA, which drops all-zero lists
+            labels[rng.integers(n_docs)] = 1.0
+        features = rng.normal(scale=0.5, size=(n_docs, n_features))
+        features += np.outer(labels / max_label, direction) * 2.0
+        features = np.clip(features, -1.0, 1.0)
+        scores = labels + rng.normal(scale=initial_noise, size=n_docs)
+        order = query_order(scores)
+        qid = "%s%d" % (qid_prefix, q)
+        queries.append(
+            RankedQuery(
+                qid=qid,
+                doc_ids=["%s_d%d" % (qid, i) for i in order],
+                features=features[order],
+                labels=labels[order],
+                initial_scores=scores[order],
+            )
+        )
+    return queries
+
+
+def write_synthetic_ultra_dataset(
+    directory: str,
+    split_sizes: Dict[str, int] = None,
+    docs_per_query: Tuple[int, int] = (6, 15),
+    n_features: int = 20,
+    max_label: int = 4,
+    seed: int = 0,
+) -> str:
+    """Write a synthetic ULTRA data directory and return its path (with '/')."""
+    split_sizes = split_sizes or {"train": 60, "valid": 12, "test": 12}
+    for offset, (split, n_queries) in enumerate(sorted(split_sizes.items())):
+        queries = synthetic_queries(
+            n_queries, docs_per_query, n_features, max_label, seed + 1000 * offset, qid_prefix=split
+        )
+        write_split(directory, split, queries)
+    write_settings(directory, n_features, max_label)
+    return os.path.join(os.path.abspath(directory), "")

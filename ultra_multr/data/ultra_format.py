@@ -1,0 +1,103 @@
+"""Writing ULTRA's on-disk data format.
+
+A ULTRA data directory holds ``settings.json`` (``feature_size``, ``max_label``)
+and, per split ``S``, ``S/S.feature`` (one line per document:
+``docid 1:v 2:v ...``), ``S/S.init_list`` (``qid i0 i1 ...``: indices into that
+split's feature lines, in the initial ranking's order), ``S/S.labels`` and
+``S/S.initial_scores`` (``qid v0 v1 ...`` aligned with the initial list).
+
+Every file is written to a temporary name in the same directory and renamed
+into place, so an interrupted run never leaves a half-written file behind.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Iterable, List, Sequence
+
+import numpy as np
+
+
+@dataclass
+class RankedQuery:
+    """One query's candidate documents in the order of the initial ranking.
+
+    Attributes:
+        qid: query id.
+        doc_ids: [n] document ids (strings, unique within the split).
+        features: [n, feature_size] float array.
+        labels: [n] graded relevance labels.
+        initial_scores: [n] scores of the initial ranker, non-increasing.
+    """
+
+    qid: str
+    doc_ids: List[str]
+    features: np.ndarray
+    labels: np.ndarray
+    initial_scores: np.ndarray
+
+
+def atomic_write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp_path = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp_path, path)
+    except BaseException:
+        if os.path.exists(tmp_path):
+            os.remove(tmp_path)
+        raise
+
+
+def _format_features(row: np.ndarray) -> str:
+    # Sparse like LETOR: zeros are implicit.
+    return " ".join("%d:%.6g" % (j + 1, v) for j, v in enumerate(row) if v != 0.0)
+
+
+def write_split(directory: str, split: str, queries: Iterable[RankedQuery]) -> int:
+    """Write one split of a ULTRA data directory; returns the number of queries."""
+    feature_lines: List[str] = []
+    init_lines: List[str] = []
+    label_lines: List[str] = []
+    score_lines: List[str] = []
+    count = 0
+    for query in queries:
+        indices = []
+        for doc_id, row in zip(query.doc_ids, query.features):
+            indices.append(str(len(feature_lines)))
+            feature_lines.append(("%s %s" % (doc_id, _format_features(row))).rstrip())
+        init_lines.append(" ".join([query.qid] + indices))
+        label_lines.append(" ".join([query.qid] + ["%g" % y for y in query.labels]))
+        score_lines.append(" ".join([query.qid] + ["%.8g" % s for s in query.initial_scores]))
+        count += 1
+    base = os.path.join(directory, split, split)
+    for suffix, lines in (
+        (".feature", feature_lines),
+        (".init_list", init_lines),
+        (".labels", label_lines),
+        (".initial_scores", score_lines),
+    ):
+        atomic_write_text(base + suffix, "\n".join(lines) + "\n")
+    return count
+
+
+def write_settings(directory: str, feature_size: int, max_label: float) -> None:
+    atomic_write_text(
+        os.path.join(directory, "settings.json"),
+        json.dumps({"feature_size": int(feature_size), "max_label": float(max_label)}) + "\n",
+    )
+
+
+def ultra_data_dir(path: str) -> str:
+    """ULTRA joins paths by string concatenation: it needs the trailing slash."""
+    return os.path.join(os.path.abspath(path), "")
+
+
+def query_order(scores: Sequence[float]) -> np.ndarray:
+    """Indices that sort ``scores`` in decreasing order (stable for ties)."""
+    return np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
