@@ -36,6 +36,20 @@ def _tensorflow_installed() -> bool:
         return False
 
 
+def _import_tensorboard_first() -> None:
+    """Import torch's tensorboard module before the placeholder goes in.
+
+    ULTRA's ``dla.py`` imports ``torch.utils.tensorboard``, which probes
+    ``tensorflow.io.gfile`` at import time and fails on the empty placeholder.
+    Imported first, tensorboard sees that TensorFlow is absent and uses its
+    own stub, as it does for ULTRA's main.py (which imports it before ultra).
+    """
+    try:
+        importlib.import_module("torch.utils.tensorboard")
+    except Exception:  # no torch / tensorboard: ULTRA's import will say so
+        pass
+
+
 class _UltraLoader(importlib.abc.Loader):
     """Runs ULTRA's own loader with a TensorFlow placeholder in place."""
 
@@ -51,6 +65,7 @@ class _UltraLoader(importlib.abc.Loader):
     def exec_module(self, module: types.ModuleType) -> None:
         placeholder = None
         if not _tensorflow_installed():
+            _import_tensorboard_first()
             placeholder = types.ModuleType("tensorflow")
             placeholder.__doc__ = "Empty stand-in for ULTRA's unused TensorFlow import."
             setattr(placeholder, PLACEHOLDER_ATTRIBUTE, True)
