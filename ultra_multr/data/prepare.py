@@ -1,0 +1,444 @@
+"""Raw LETOR files -> ULTRA data directories, as the paper prepares its data.
+
+The pipeline (section "Experimental setup" of the MULTR paper, and ULTRA's
+offline pipeline it follows):
+
+1. read the LETOR files (:mod:`.letor`);
+2. optionally ``sign(x) * log1p(|x|)`` every feature (for heavy-tailed
+   features such as Istella-S's);
+3. min-max scale every feature to [-1, 1] with the minimum and maximum of the
+   *training* split; valid/test values outside that range are clipped, and a
+   feature constant on the training split becomes 0;
+4. train the initial ranker, a linear Rank SVM, on a seeded sample of 1% of
+   the training queries with their labels (scikit-learn's ``LinearSVC`` on
+   within-query pairwise differences, so no SVMrank binary is needed), score
+   every document and order every query's list by that score;
+5. write ``settings.json``, ``{train,valid,test}/*`` and ``prepare_report.json``
+   into a temporary sibling directory and rename it into place, so an
+   interrupted run leaves no half-written data directory.
+
+Queries whose documents are all irrelevant (or that have fewer than two
+documents) are written unchanged: ULTRA's loader drops them
+(``Raw_data.remove_invalid_data``).  They are counted per split in the report.
+
+Command line (also installed as ``ultra-multr-prepare``)::
+
+    python -m ultra_multr.data.prepare folds --partitions MQ2008/ --out out/mq2008 [--folds 1,2]
+    python -m ultra_multr.data.prepare splits --train a.txt --valid b.txt --test c.txt --out out/data
+
+Shared options: ``--log1p``, ``--svm-fraction 0.01``, ``--svm-c 200``, ``--seed 0``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import secrets
+import shutil
+import sys
+import time
+from dataclasses import dataclass, replace
+from typing import Callable, Dict, List, Sequence, Tuple
+
+import numpy as np
+
+from ..config import require
+from .letor import LetorFile, LetorQuery, read_letor_files
+from .ultra_format import RankedQuery, atomic_write_text, query_order, write_settings, write_split
+
+logger = logging.getLogger(__name__)
+
+PROG = "ultra-multr-prepare"
+SPLITS = ("train", "valid", "test")
+REPORT_FILE = "prepare_report.json"
+N_PARTITIONS = 5
+
+
+def fold_partitions(fold: int) -> Dict[str, List[int]]:
+    """The standard LETOR 5-fold rotation of partitions S1..S5 (1-based).
+
+    Fold k trains on S_k, S_k+1, S_k+2, validates on S_k+3 and tests on
+    S_k+4 (cyclically): Fold1 is S1+S2+S3 / S4 / S5, Fold2 S2+S3+S4 / S5 / S1.
+    """
+    if not 1 <= fold <= N_PARTITIONS:
+        raise ValueError("fold %d does not exist: folds are 1..%d" % (fold, N_PARTITIONS))
+    parts = [(fold - 1 + k) % N_PARTITIONS + 1 for k in range(N_PARTITIONS)]
+    return {"train": parts[:3], "valid": parts[3:4], "test": parts[4:5]}
+
+
+def signed_log1p(features: np.ndarray) -> np.ndarray:
+    """``sign(x) * log1p(|x|)``: compresses heavy tails, keeps sign and 0."""
+    return np.sign(features) * np.log1p(np.abs(features))
+
+
+@dataclass(frozen=True)
+class MinMaxScaler:
+    """Per-feature affine map of [low, high] onto [-1, 1].
+
+    Attributes:
+        low: [F] per-feature minimum on the training split.
+        high: [F] per-feature maximum on the training split.
+    """
+
+    low: np.ndarray
+    high: np.ndarray
+
+    @classmethod
+    def fit(cls, features: np.ndarray) -> "MinMaxScaler":
+        """Fit on training features [N, F]."""
+        return cls(low=features.min(axis=0), high=features.max(axis=0))
+
+    def transform(self, features: np.ndarray) -> np.ndarray:
+        """[n, F] -> [n, F] in [-1, 1]; features constant on training -> 0."""
+        span = self.high - self.low
+        varying = span > 0
+        scaled = np.zeros_like(features, dtype=np.float64)
+        scaled[:, varying] = 2.0 * (features[:, varying] - self.low[varying]) / span[varying] - 1.0
+        return np.clip(scaled, -1.0, 1.0)
+
+
+@dataclass(frozen=True)
+class RankSvm:
+    """A fitted linear Rank SVM.
+
+    Attributes:
+        weights: [F] the linear scoring function (no bias: it cancels in pairs).
+        sampled_qids: the training queries it was fitted on.
+        n_pairs: the number of document pairs it was fitted on.
+    """
+
+    weights: np.ndarray
+    sampled_qids: List[str]
+    n_pairs: int
+
+    def score(self, features: np.ndarray) -> np.ndarray:
+        """[n, F] -> [n] scores."""
+        return features @ self.weights
+
+
+def pairwise_examples(queries: Sequence[LetorQuery]) -> Tuple[np.ndarray, np.ndarray]:
+    """Rank SVM's pairwise transform: (differences [P, F], targets [P] in {-1, +1}).
+
+    Each within-query pair with y_i > y_j gives x_i - x_j.  Every other
+    difference is negated with target -1: a no-intercept linear SVM has the
+    same loss on (d, +1) and (-d, -1), and LinearSVC needs both classes.
+    """
+    differences = []
+    for query in queries:
+        better, worse = np.nonzero(query.labels[:, None] > query.labels[None, :])
+        differences.append(query.features[better] - query.features[worse])
+    diffs = np.concatenate(differences)
+    targets = np.where(np.arange(len(diffs)) % 2 == 0, 1, -1)
+    return diffs * targets[:, None], targets
+
+
+def train_rank_svm(queries: Sequence[LetorQuery], fraction: float, c: float, seed: int) -> RankSvm:
+    """Fit a linear Rank SVM on a seeded sample of the training queries.
+
+    The sample holds ``max(1, floor(fraction * len(queries)))`` queries, drawn
+    among the queries with at least two different labels (the others give no
+    pair, so drawing them would only shrink the sample).  ``c`` is on
+    SVMrank's scale (ULTRA's pipeline uses ``svm_rank_learn -c 200``): SVMrank
+    averages the summed pair losses over queries, LinearSVC sums them, hence
+    LinearSVC's C = c / number of sampled queries.
+    """
+    from sklearn.svm import LinearSVC
+
+    eligible = [q for q in queries if len(np.unique(q.labels)) > 1]
+    if not eligible:
+        raise ValueError("no training query has two different labels, so a Rank SVM has no pair to learn from")
+    # The epsilon keeps e.g. 0.29 * 100 from flooring to 28.
+    n_sample = min(len(eligible), max(1, math.floor(fraction * len(queries) + 1e-9)))
+    rng = np.random.default_rng(seed)
+    sample = [eligible[i] for i in sorted(rng.choice(len(eligible), size=n_sample, replace=False))]
+    diffs, targets = pairwise_examples(sample)
+    model = LinearSVC(
+        C=c / n_sample, loss="hinge", dual=True, fit_intercept=False, max_iter=100000, random_state=seed
+    )
+    model.fit(diffs, targets)
+    return RankSvm(weights=model.coef_[0].copy(), sampled_qids=[q.qid for q in sample], n_pairs=len(diffs))
+
+
+@dataclass(frozen=True)
+class PrepareOptions:
+    """Options of the preparation (the command line's shared flags)."""
+
+    log1p: bool = False
+    svm_fraction: float = 0.01
+    svm_c: float = 200.0
+    seed: int = 0
+
+    def __post_init__(self):
+        require(0.0 < self.svm_fraction <= 1.0, "svm_fraction must be in (0, 1], got %r" % self.svm_fraction)
+        require(self.svm_c > 0.0, "svm_c must be positive, got %r" % self.svm_c)
+
+
+@dataclass
+class PreparedData:
+    """Everything a ULTRA data directory holds.
+
+    Attributes:
+        ranked: split name -> queries in the Rank SVM's order.
+        feature_size: F.
+        max_label: the dataset's largest label.
+        report: the JSON-serialisable ``prepare_report.json`` content.
+    """
+
+    ranked: Dict[str, List[RankedQuery]]
+    feature_size: int
+    max_label: int
+    report: dict
+
+
+def split_counts(queries: Sequence[LetorQuery]) -> Dict[str, int]:
+    """Queries, documents, and the queries ULTRA's loader will drop.
+
+    ULTRA (``remove_invalid_data``) drops a list with fewer than two
+    documents or without any relevant one.
+    """
+    no_relevant = [q.labels.max() <= 0 for q in queries]
+    too_short = [len(q.labels) < 2 for q in queries]
+    return {
+        "queries": len(queries),
+        "documents": int(sum(len(q.labels) for q in queries)),
+        "no_relevant": int(sum(no_relevant)),
+        "fewer_than_2_documents": int(sum(too_short)),
+        "dropped_by_ultra": int(sum(a or b for a, b in zip(no_relevant, too_short))),
+    }
+
+
+def _split_queries(files: Sequence[LetorFile], split: str) -> List[LetorQuery]:
+    queries: List[LetorQuery] = []
+    source: Dict[str, str] = {}
+    for letor_file in files:
+        for query in letor_file.queries:
+            if query.qid in source:
+                raise ValueError(
+                    "qid %s of the %s split is in both %s and %s" % (query.qid, split, source[query.qid], letor_file.path)
+                )
+            source[query.qid] = letor_file.path
+            queries.append(query)
+    return queries
+
+
+def _rank(query: LetorQuery, svm: RankSvm) -> RankedQuery:
+    scores = svm.score(query.features)
+    order = query_order(scores)
+    return RankedQuery(
+        qid=query.qid,
+        doc_ids=[query.doc_ids[i] for i in order],
+        features=query.features[order],
+        labels=query.labels[order].astype(np.float64),
+        initial_scores=scores[order],
+    )
+
+
+def prepare_dataset(split_files: Dict[str, Sequence[LetorFile]], options: PrepareOptions) -> PreparedData:
+    """Normalise, fit the Rank SVM on the training split, rank every split.
+
+    Args:
+        split_files: 'train', 'valid', 'test' -> the LETOR files of that split
+            (read together by :func:`read_letor_files`, so one feature size).
+        options: the preparation options.
+    """
+    all_files = [f for split in SPLITS for f in split_files[split]]
+    feature_size = all_files[0].feature_size
+    splits = {split: _split_queries(split_files[split], split) for split in SPLITS}
+    preprocess: Callable[[np.ndarray], np.ndarray] = signed_log1p if options.log1p else np.asarray
+    scaler = MinMaxScaler.fit(np.concatenate([preprocess(q.features) for q in splits["train"]]))
+    normalised = {
+        split: [replace(q, features=scaler.transform(preprocess(q.features))) for q in queries]
+        for split, queries in splits.items()
+    }
+    svm = train_rank_svm(normalised["train"], options.svm_fraction, options.svm_c, options.seed)
+    logger.info("Rank SVM fitted on %d queries, %d pairs", len(svm.sampled_qids), svm.n_pairs)
+    max_label = max(f.max_label for f in all_files)
+    report = {
+        "feature_size": feature_size,
+        "max_label": max_label,
+        "sources": {split: [os.path.abspath(f.path) for f in split_files[split]] for split in SPLITS},
+        "log1p": options.log1p,
+        "normalisation": {"train_min": scaler.low.tolist(), "train_max": scaler.high.tolist()},
+        "rank_svm": {
+            "fraction": options.svm_fraction,
+            "c": options.svm_c,
+            "seed": options.seed,
+            "training_queries": len(splits["train"]),
+            "sampled_qids": svm.sampled_qids,
+            "pairs": svm.n_pairs,
+            "weights": svm.weights.tolist(),
+        },
+        "splits": {split: split_counts(queries) for split, queries in splits.items()},
+    }
+    ranked = {split: [_rank(q, svm) for q in queries] for split, queries in normalised.items()}
+    return PreparedData(ranked=ranked, feature_size=feature_size, max_label=max_label, report=report)
+
+
+def _replace_directory(target: str, build: Callable[[str], None]) -> None:
+    """Run ``build(tmp)`` on a fresh sibling directory, then rename it to ``target``.
+
+    An existing ``target`` is replaced only if an earlier run wrote it (it
+    holds ``prepare_report.json``): anything else there is not ours to delete.
+    """
+    target = os.path.abspath(target)
+    if os.path.exists(target) and not os.path.isfile(os.path.join(target, REPORT_FILE)):
+        raise ValueError(
+            "%s exists and is not a data directory written by %s (no %s); remove it or choose another --out"
+            % (target, PROG, REPORT_FILE)
+        )
+    parent, name = os.path.split(target)
+    os.makedirs(parent, exist_ok=True)
+    # os.mkdir rather than tempfile.mkdtemp: mkdtemp's mode 0700 would stay on the result.
+    tmp = os.path.join(parent, ".%s.tmp-%d-%s" % (name, os.getpid(), secrets.token_hex(4)))
+    os.mkdir(tmp)
+    try:
+        build(tmp)
+        if os.path.exists(target):
+            old = tmp + ".old"
+            os.rename(target, old)
+            try:
+                os.rename(tmp, target)
+            except BaseException:
+                os.rename(old, target)
+                raise
+            shutil.rmtree(old)
+        else:
+            os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def write_data_dir(directory: str, prepared: PreparedData) -> None:
+    """Write a complete ULTRA data directory (with ``prepare_report.json``) atomically."""
+
+    def build(tmp: str) -> None:
+        for split in SPLITS:
+            write_split(tmp, split, prepared.ranked[split])
+        write_settings(tmp, prepared.feature_size, prepared.max_label)
+        atomic_write_text(os.path.join(tmp, REPORT_FILE), json.dumps(prepared.report, indent=1) + "\n")
+
+    _replace_directory(directory, build)
+
+
+def prepare_folds(
+    partitions_dir: str, out_dir: str, folds: Sequence[int] = (1, 2, 3, 4, 5), options: PrepareOptions = PrepareOptions()
+) -> Dict[str, dict]:
+    """Write ``out_dir/Fold<k>`` for each requested fold; returns name -> report.
+
+    ``partitions_dir`` holds ``S1.txt`` .. ``S5.txt``.  All five are read
+    first (every fold uses all of them), so a malformed partition fails the
+    run before any fold is written.
+    """
+    for fold in folds:
+        fold_partitions(fold)  # rejects a bad fold number before the slow reading
+    paths = [os.path.join(partitions_dir, "S%d.txt" % k) for k in range(1, N_PARTITIONS + 1)]
+    missing = [os.path.basename(p) for p in paths if not os.path.isfile(p)]
+    if missing:
+        raise ValueError("%s: partition file(s) %s missing (expected S1.txt..S5.txt)" % (partitions_dir, ", ".join(missing)))
+    partitions = read_letor_files(paths)
+    reports = {}
+    for fold in folds:
+        name = "Fold%d" % fold
+        split_files = {split: [partitions[k - 1] for k in parts] for split, parts in fold_partitions(fold).items()}
+        prepared = prepare_dataset(split_files, options)
+        write_data_dir(os.path.join(out_dir, name), prepared)
+        reports[name] = prepared.report
+    return reports
+
+
+def prepare_split_files(
+    train: str, valid: str, test: str, out_dir: str, options: PrepareOptions = PrepareOptions()
+) -> dict:
+    """Write one ULTRA data directory from a dataset shipped as train/valid/test files."""
+    train_file, valid_file, test_file = read_letor_files([train, valid, test])
+    prepared = prepare_dataset({"train": [train_file], "valid": [valid_file], "test": [test_file]}, options)
+    write_data_dir(out_dir, prepared)
+    return prepared.report
+
+
+def format_report(name: str, directory: str, report: dict) -> str:
+    """The human-readable summary the command prints for one data directory."""
+    svm = report["rank_svm"]
+    lines = [
+        "%s -> %s" % (name, directory),
+        "  %d features, max label %d; Rank SVM on %d of %d training queries (%d pairs)"
+        % (report["feature_size"], report["max_label"], len(svm["sampled_qids"]), svm["training_queries"], svm["pairs"]),
+        "  %-6s %8s %10s %12s %17s" % ("split", "queries", "documents", "no relevant", "dropped by ULTRA"),
+    ]
+    for split in SPLITS:
+        counts = report["splits"][split]
+        lines.append(
+            "  %-6s %8d %10d %12d %17d"
+            % (split, counts["queries"], counts["documents"], counts["no_relevant"], counts["dropped_by_ultra"])
+        )
+    return "\n".join(lines)
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:
+        # One line and exit code 2 through main's return value instead of SystemExit.
+        raise _UsageError(message)
+
+
+def _fold_list(text: str) -> List[int]:
+    try:
+        folds = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a comma-separated list of fold numbers" % text) from None
+    bad = [f for f in folds if not 1 <= f <= N_PARTITIONS]
+    if bad or len(set(folds)) != len(folds):
+        raise argparse.ArgumentTypeError("%r: folds are distinct numbers in 1..%d" % (text, N_PARTITIONS))
+    return folds
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _ArgumentParser(prog=PROG, description="Raw LETOR files -> ULTRA data directories (see module docstring).")
+    modes = parser.add_subparsers(dest="mode", required=True)
+    folds = modes.add_parser("folds", help="a dataset distributed as partitions S1..S5 (5-fold rotation)")
+    folds.add_argument("--partitions", required=True, help="directory holding S1.txt .. S5.txt")
+    folds.add_argument("--folds", type=_fold_list, default=[1, 2, 3, 4, 5], help="e.g. 1,2 (default: all five)")
+    splits = modes.add_parser("splits", help="a dataset shipped as train / valid / test files")
+    splits.add_argument("--train", required=True)
+    splits.add_argument("--valid", required=True)
+    splits.add_argument("--test", required=True)
+    for mode in (folds, splits):
+        mode.add_argument("--out", required=True, help="output directory (folds mode: parent of Fold<k>/)")
+        mode.add_argument("--log1p", action="store_true", help="sign(x)*log1p(|x|) before min-max scaling")
+        mode.add_argument("--svm-fraction", type=float, default=0.01, help="share of training queries for the Rank SVM")
+        mode.add_argument("--svm-c", type=float, default=200.0, help="Rank SVM C on SVMrank's scale (default 200)")
+        mode.add_argument("--seed", type=int, default=0, help="seed of the Rank SVM's query sample and solver")
+    return parser
+
+
+def main(argv: Sequence[str] = None) -> int:
+    """Command-line entry point; returns the exit code (2 on bad input)."""
+    start = time.time()
+    try:
+        args = _build_parser().parse_args(argv)
+        options = PrepareOptions(
+            log1p=args.log1p, svm_fraction=args.svm_fraction, svm_c=args.svm_c, seed=args.seed
+        )
+        if args.mode == "folds":
+            reports = prepare_folds(args.partitions, args.out, args.folds, options)
+            outputs = [(name, os.path.join(args.out, name), report) for name, report in reports.items()]
+        else:
+            report = prepare_split_files(args.train, args.valid, args.test, args.out, options)
+            outputs = [("data", args.out, report)]
+    except (_UsageError, ValueError, OSError) as error:
+        print("%s: error: %s" % (PROG, error), file=sys.stderr)
+        return 2
+    for name, directory, report in outputs:
+        print(format_report(name, directory, report))
+    print("done in %.1f s" % (time.time() - start))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
