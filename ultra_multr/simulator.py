@@ -1,0 +1,460 @@
+"""The context-aware user simulator of MULTR (paper section 4.1), pure torch.
+
+Architecture (paper notation):
+
+* local context encoder: a bidirectional LSTM over the displayed list; the
+  context ``h_pi = W^T [h_fwd; h_bwd]`` is a linear map of the final states of
+  both directions over the list's *real* length (padded slots are skipped).
+* context-aware click decoder: an LSTM over
+  ``z_t = [W1 h_pi + b1; W2 x_t + b2; W3 A[a_{t-1}] + b3; P[t]]`` with three
+  action embeddings (click, skip, unknown; unknown before the first slot) and
+  a position embedding ``P``; ``p_t = sigmoid(W4 h_t + b4)``.
+* loss: binary cross-entropy over the valid slots plus ``lambda ||phi||^2``.
+
+Options beyond the paper: ``cell="gru"``, an input MLP applied to the
+features first, and a teacher-forcing ratio below 1 during training.
+
+Speed.  Every input-to-gate product of both LSTMs is linear in a per-document
+or per-list quantity, so it is computed once per *document* and gathered for
+each re-ranking of the same documents, instead of once per (re-ranking,
+slot).  The recurrences themselves are hand-written steps over the weights
+of ``nn.LSTMCell`` / ``nn.GRUCell``, so they are exactly those cells; only the
+N list positions are looped over, never queries or samples.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from typing import Dict, Optional, Tuple
+
+import torch
+from torch import nn
+
+from .config import require
+
+UNKNOWN, SKIP, CLICK = 0, 1, 2
+CELLS = ("lstm", "gru")
+
+
+@dataclass(frozen=True)
+class SimulatorConfig:
+    """Shape of a :class:`ContextAwareUserSimulator`.
+
+    Attributes:
+        feature_size: F, document feature dimension.
+        list_size: N, the longest list the position embedding covers.
+        hidden_size: H of every recurrent state (paper: 64).
+        cell: "lstm" (paper) or "gru".
+        input_mlp: hidden sizes of an ELU MLP applied to features first
+            (empty: raw features, as in the paper).
+        position_size: dimension of the decoder's position embedding.
+    """
+
+    feature_size: int
+    list_size: int
+    hidden_size: int = 64
+    cell: str = "lstm"
+    input_mlp: Tuple[int, ...] = field(default_factory=tuple)
+    position_size: int = 16
+
+    def __post_init__(self) -> None:
+        require(self.cell in CELLS, "cell must be one of %s, got %r" % (CELLS, self.cell))
+        require(self.feature_size > 0, "feature_size must be > 0, got %d" % self.feature_size)
+        require(self.list_size > 0, "list_size must be > 0, got %d" % self.list_size)
+        require(self.hidden_size > 0, "hidden_size must be > 0, got %d" % self.hidden_size)
+        object.__setattr__(self, "input_mlp", tuple(int(s) for s in self.input_mlp))
+
+
+class RecurrentCell(nn.Module):
+    """An ``nn.LSTMCell`` or ``nn.GRUCell`` stepped on precomputed input gates.
+
+    Callers project each block of the cell's input once with :meth:`project`,
+    add the blocks (and :meth:`input_bias`) into ``pre_gates`` and call
+    :meth:`step`.  For the LSTM the candidate gate's columns are scaled by 2 so
+    that one in-place sigmoid serves all four gates
+    (``tanh(x) = 2 sigmoid(2x) - 1``); the result is the same LSTM.
+    """
+
+    def __init__(self, kind: str, input_size: int, hidden_size: int) -> None:
+        super().__init__()
+        self.kind = kind
+        self.hidden_size = hidden_size
+        self.cell = nn.LSTMCell(input_size, hidden_size) if kind == "lstm" else nn.GRUCell(input_size, hidden_size)
+
+    def _gate_scale(self) -> torch.Tensor:
+        weight = self.cell.weight_ih
+        scale = torch.ones(weight.shape[0], dtype=weight.dtype, device=weight.device)
+        if self.kind == "lstm":
+            scale[2 * self.hidden_size : 3 * self.hidden_size] = 2.0
+        return scale
+
+    def project(self, inputs: torch.Tensor, start: int = 0, stop: Optional[int] = None) -> torch.Tensor:
+        """Input block [..., stop-start] -> its gate contribution [..., G], no bias.
+
+        G = 4H (lstm) or 3H (gru)."""
+        return inputs @ (self.cell.weight_ih[:, start:stop].t() * self._gate_scale())
+
+    def input_bias(self) -> torch.Tensor:
+        """[G]: the bias that belongs in ``pre_gates``."""
+        if self.kind == "lstm":
+            return (self.cell.bias_ih + self.cell.bias_hh) * self._gate_scale()
+        return self.cell.bias_ih
+
+    def recurrent_weight(self) -> torch.Tensor:
+        """[H, G]: hidden-to-gate weight (scaled like :meth:`project`)."""
+        return self.cell.weight_hh.t() * self._gate_scale()
+
+    def with_extra_input(self, extra_weight: torch.Tensor) -> torch.Tensor:
+        """[H + K, G]: the recurrent weight with ``extra_weight`` [K, G] below."""
+        return torch.cat([self.recurrent_weight(), extra_weight], dim=0)
+
+    def initial_state(self, batch: int, like: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+        zeros = like.new_zeros((batch, self.hidden_size))
+        return (zeros, zeros) if self.kind == "lstm" else (zeros,)
+
+    def step(
+        self,
+        pre_gates: torch.Tensor,
+        state: Tuple[torch.Tensor, ...],
+        recurrent_weight: torch.Tensor,
+        extra_input: Optional[torch.Tensor] = None,
+        extra_weight: Optional[torch.Tensor] = None,
+    ) -> Tuple[torch.Tensor, ...]:
+        """One step.
+
+        Args:
+            pre_gates: [M, G] input contributions plus :meth:`input_bias`
+                (or [2, M, G] with a stacked [2, H, G] weight: two cells at once).
+            state: ([M, H], ...) (or [2, M, H]).
+            recurrent_weight: [H, G] from :meth:`recurrent_weight` (or [2, H, G]).
+            extra_input, extra_weight: [M, K] and [K, G], one more input block
+                that changes every step; for the LSTM it shares the recurrent
+                matrix product (``extra_weight`` must then be concatenated
+                below ``recurrent_weight`` by the caller, see
+                :meth:`with_extra_input`).
+        """
+        hidden = state[0]
+        product = torch.baddbmm if hidden.dim() == 3 else torch.addmm
+        if self.kind == "lstm":
+            inputs = hidden if extra_input is None else torch.cat([hidden, extra_input], dim=-1)
+            gates = product(pre_gates, inputs, recurrent_weight).sigmoid_()
+            i, f, g, o = gates.chunk(4, dim=-1)
+            memory = f * state[1] + i * (2.0 * g - 1.0)
+            return o * torch.tanh(memory), memory
+        if extra_input is not None:
+            pre_gates = torch.addmm(pre_gates, extra_input, extra_weight)
+            recurrent_weight = recurrent_weight[: self.hidden_size]
+        recurrent = product(self.cell.bias_hh.expand_as(pre_gates), hidden, recurrent_weight)
+        x_r, x_z, x_n = pre_gates.chunk(3, dim=-1)
+        h_r, h_z, h_n = recurrent.chunk(3, dim=-1)
+        reset = torch.sigmoid(x_r + h_r)
+        update = torch.sigmoid(x_z + h_z)
+        candidate = torch.tanh(x_n + reset * h_n)
+        return ((1.0 - update) * candidate + update * hidden,)
+
+
+def _keep_where(valid: torch.Tensor, new: Tuple[torch.Tensor, ...], old: Tuple[torch.Tensor, ...]):
+    """Take the new state only where the current slot is valid. valid: [..., M]."""
+    keep = valid.unsqueeze(-1)
+    return tuple(torch.where(keep, n, o) for n, o in zip(new, old))
+
+
+def _select_pair(tables: torch.Tensor, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """[2, R, G] tables -> [2, M, G]: rows ``first`` of table 0, ``second`` of table 1."""
+    if torch.is_grad_enabled() and tables.requires_grad:
+        return torch.stack([tables[0].index_select(0, first), tables[1].index_select(0, second)])
+    # Sampling path: write straight into one buffer (out= has no autograd).
+    pair = tables.new_empty((2, first.shape[0], tables.shape[-1]))
+    torch.index_select(tables[0], 0, first, out=pair[0])
+    torch.index_select(tables[1], 0, second, out=pair[1])
+    return pair
+
+
+@dataclass
+class DocumentGates:
+    """Per-document input-gate products, shared by every order of the documents.
+
+    Attributes:
+        encoder: [2, B*N, G] forward and backward encoder cells (with biases).
+        decoder: [B*N, G] the decoder's document block.
+        slots: N.
+    """
+
+    encoder: torch.Tensor
+    decoder: torch.Tensor
+    slots: int
+
+
+class ContextAwareUserSimulator(nn.Module):
+    """Learned click model: click probabilities for any ranked list."""
+
+    def __init__(self, config: SimulatorConfig) -> None:
+        super().__init__()
+        self.config = config
+        hidden = config.hidden_size
+        layers = []
+        width = config.feature_size
+        for size in config.input_mlp:
+            layers += [nn.Linear(width, size), nn.ELU()]
+            width = size
+        self.input_mlp = nn.Sequential(*layers)
+        self.encoder_forward = RecurrentCell(config.cell, width, hidden)
+        self.encoder_backward = RecurrentCell(config.cell, width, hidden)
+        self.context = nn.Linear(2 * hidden, hidden)  # W of h_pi = W^T h_N
+        self.context_projection = nn.Linear(hidden, hidden)  # W1, b1
+        self.document_projection = nn.Linear(width, hidden)  # W2, b2
+        self.action_embedding = nn.Embedding(3, hidden)  # A: unknown, skip, click
+        self.action_projection = nn.Linear(hidden, hidden)  # W3, b3
+        self.position_embedding = nn.Embedding(config.list_size, config.position_size)
+        self.decoder = RecurrentCell(config.cell, 3 * hidden + config.position_size, hidden)
+        self.click_head = nn.Linear(hidden, 1)  # W4, b4
+
+    # -- building blocks -------------------------------------------------
+    def document_gates(self, features: torch.Tensor) -> DocumentGates:
+        """features: [B, N, F] -> per-document gate products (flattened B*N)."""
+        batch, slots, _ = features.shape
+        docs = self.input_mlp(features).reshape(batch * slots, -1)
+        hidden = self.config.hidden_size
+        encoder = torch.stack(
+            [
+                self.encoder_forward.project(docs) + self.encoder_forward.input_bias(),
+                self.encoder_backward.project(docs) + self.encoder_backward.input_bias(),
+            ]
+        )
+        decoder = self.decoder.project(self.document_projection(docs), hidden, 2 * hidden)
+        return DocumentGates(encoder=encoder, decoder=decoder, slots=slots)
+
+    def _context(self, gates: DocumentGates, rows_by_position: torch.Tensor, shown: torch.Tensor) -> torch.Tensor:
+        """BiLSTM context of every list.
+
+        Args:
+            rows_by_position: [N, M] row of ``gates`` shown at each position of
+                each of the M lists.
+            shown: [N, M] bool.
+
+        Returns:
+            [M, H] context h_pi.
+        """
+        slots, lists = rows_by_position.shape
+        weight = torch.stack([self.encoder_forward.recurrent_weight(), self.encoder_backward.recurrent_weight()])
+        state = self.encoder_forward.initial_state(lists, gates.decoder)
+        state = tuple(torch.stack([s, s]) for s in state)  # [2, M, H]: forward, backward
+        for t in range(slots):
+            back = slots - 1 - t  # both directions advance in one batched step
+            pre = _select_pair(gates.encoder, rows_by_position[t], rows_by_position[back])
+            valid = torch.stack([shown[t], shown[back]])
+            state = _keep_where(valid, self.encoder_forward.step(pre, state, weight), state)
+        return self.context(torch.cat([state[0][0], state[0][1]], dim=-1))
+
+    def _decode(
+        self,
+        gates: DocumentGates,
+        order: torch.Tensor,
+        shown: torch.Tensor,
+        given_clicks: Optional[torch.Tensor],
+        teacher_forcing_ratio: float,
+        generator: Optional[torch.Generator],
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Run the click decoder over lists given as orders of the documents.
+
+        Args:
+            gates: from :meth:`document_gates`.
+            order: [B, P, N] slot of the document shown at each position.
+            shown: [B, P, N] bool, a real document is shown at that position.
+            given_clicks: [B, P, N] observed clicks (teacher forcing) or None
+                to sample every action from the simulator itself.
+            teacher_forcing_ratio: probability of feeding the observed click
+                rather than a sampled one as the next step's previous action.
+            generator: randomness for sampled actions.
+
+        Returns:
+            (logits [B, P, N], clicks [B, P, N]); clicks are the actions fed
+            back (observed or sampled), 0 where nothing is shown.  The
+            previous action is "unknown" at the first position and "click" or
+            "skip" (an empty slot counts as a skip) after it.
+        """
+        batch, lists, slots = order.shape
+        rows = batch * lists
+        hidden = self.config.hidden_size
+        offsets = (torch.arange(batch, device=order.device) * gates.slots).view(batch, 1, 1)
+        rows_by_position = (order + offsets).permute(2, 0, 1).reshape(slots, rows)
+        shown_by_position = shown.permute(2, 0, 1).reshape(slots, rows)
+        context_gates = self.decoder.project(
+            self.context_projection(self._context(gates, rows_by_position, shown_by_position)), 0, hidden
+        )
+        actions = self.decoder.project(self.action_projection(self.action_embedding.weight), 2 * hidden, 3 * hidden)
+        positions = self.decoder.project(self.position_embedding.weight[:slots], 3 * hidden)  # [N, G]
+        # Constant part per position: position, bias and the "skip" (or, at
+        # t = 0, "unknown") action; a click adds (click - skip) on top.
+        previous_action = torch.full((slots,), SKIP, dtype=torch.long, device=order.device)
+        previous_action[0] = UNKNOWN
+        constant = positions + actions[previous_action] + self.decoder.input_bias()  # [N, G]
+        # [B*N*N, G]: row (document * N + position) = document block + constant.
+        table = (gates.decoder.unsqueeze(1) + constant.unsqueeze(0)).reshape(-1, constant.shape[-1])
+        weight = self.decoder.with_extra_input((actions[CLICK] - actions[SKIP]).unsqueeze(0))
+        given = None if given_clicks is None else given_clicks.permute(2, 0, 1).reshape(slots, rows)
+        state = self.decoder.initial_state(rows, context_gates)
+        previous_click = context_gates.new_zeros((rows, 1))
+        logits, clicks = [], []
+        for t in range(slots):
+            pre = table.index_select(0, rows_by_position[t] * slots + t).add_(context_gates)
+            step = self.decoder.step(pre, state, weight, previous_click, weight[hidden:])
+            state = _keep_where(shown_by_position[t], step, state)
+            logit = self.click_head(state[0]).squeeze(-1)
+            click = self._next_action(logit, None if given is None else given[t], teacher_forcing_ratio, generator)
+            click = click * shown_by_position[t].to(click.dtype)
+            previous_click = click.unsqueeze(-1)
+            logits.append(logit)
+            clicks.append(click)
+        return (
+            torch.stack(logits).reshape(slots, batch, lists).permute(1, 2, 0),
+            torch.stack(clicks).reshape(slots, batch, lists).permute(1, 2, 0),
+        )
+
+    @staticmethod
+    def _next_action(
+        logit: torch.Tensor,
+        given: Optional[torch.Tensor],
+        teacher_forcing_ratio: float,
+        generator: Optional[torch.Generator],
+    ) -> torch.Tensor:
+        """The click fed to the next step: observed, sampled, or a mix. [M]."""
+        if given is not None and teacher_forcing_ratio >= 1.0:
+            return given
+        with torch.no_grad():
+            uniform = torch.rand(logit.shape, generator=generator, device=logit.device, dtype=logit.dtype)
+            sampled = (uniform < torch.sigmoid(logit)).to(logit.dtype)
+            if given is None:
+                return sampled
+            use_given = torch.rand(logit.shape, generator=generator, device=logit.device) < teacher_forcing_ratio
+            return torch.where(use_given, given, sampled)
+
+    # -- public API ----------------------------------------------------
+    def click_logits(
+        self,
+        features: torch.Tensor,
+        mask: torch.Tensor,
+        clicks: torch.Tensor,
+        teacher_forcing_ratio: float = 1.0,
+        generator: Optional[torch.Generator] = None,
+    ) -> torch.Tensor:
+        """Logits of P(click at t | clicks before t) on observed lists.
+
+        Args:
+            features: [B, N, F]; mask: [B, N] bool; clicks: [B, N].
+
+        Returns:
+            [B, N] logits (meaningless at padded slots).
+        """
+        order = torch.arange(mask.shape[1], device=mask.device).expand(mask.shape[0], 1, -1)
+        logits, _ = self._decode(
+            self.document_gates(features),
+            order,
+            mask.unsqueeze(1),
+            clicks.unsqueeze(1),
+            teacher_forcing_ratio,
+            generator,
+        )
+        return logits.squeeze(1)
+
+    def sample_clicks(
+        self,
+        features: torch.Tensor,
+        mask: torch.Tensor,
+        orders: torch.Tensor,
+        generator: Optional[torch.Generator] = None,
+    ) -> torch.Tensor:
+        """Sample click sessions on re-orderings of each query's documents.
+
+        Args:
+            features: [B, N, F] documents in observed-list slots.
+            mask: [B, N] bool.
+            orders: [B, P, N] slot shown at each position of each list (the
+                identity is the observed list); padded slots must stay at
+                positions whose slot is padded.
+            generator: randomness.
+
+        Returns:
+            [B, P, N] float 0/1 clicks by *position*, 0 where nothing is shown.
+        """
+        shown = torch.gather(mask.unsqueeze(1).expand_as(orders), 2, orders)
+        _, clicks = self._decode(self.document_gates(features), orders, shown, None, 0.0, generator)
+        return clicks
+
+
+def click_log_likelihood(logits: torch.Tensor, clicks: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-slot log P(observed click) under the logits.
+
+    Args:
+        logits, clicks: [B, N]; mask: [B, N] bool.
+
+    Returns:
+        [B, N], 0 at padded slots.
+    """
+    log_prob = -nn.functional.binary_cross_entropy_with_logits(logits, clicks, reduction="none")
+    return torch.where(mask, log_prob, torch.zeros_like(log_prob))
+
+
+def simulator_loss(
+    simulator: ContextAwareUserSimulator,
+    logits: torch.Tensor,
+    clicks: torch.Tensor,
+    mask: torch.Tensor,
+    l2_weight: float,
+) -> torch.Tensor:
+    """Eq. user_simulator_loss: BCE summed over a list's slots, averaged over
+    lists, plus ``l2_weight * ||phi||^2`` over every simulator parameter."""
+    nll = -click_log_likelihood(logits, clicks, mask).sum(dim=-1).mean()
+    if l2_weight <= 0:
+        return nll
+    return nll + l2_weight * sum((p * p).sum() for p in simulator.parameters())
+
+
+def save_simulator(path: str, simulator: ContextAwareUserSimulator, metadata: Dict) -> None:
+    """Save config, weights and ``metadata`` to ``path`` via a temporary file."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp_path = tempfile.mkstemp(prefix=".tmp-", suffix=".ckpt", dir=directory)
+    os.close(fd)
+    try:
+        torch.save(
+            {
+                "config": asdict(simulator.config),
+                "state_dict": simulator.state_dict(),
+                "metadata": dict(metadata),
+            },
+            tmp_path,
+        )
+        os.replace(tmp_path, path)
+    except BaseException:
+        if os.path.exists(tmp_path):
+            os.remove(tmp_path)
+        raise
+
+
+def load_simulator(
+    path: str, map_location: Optional[torch.device] = None
+) -> Tuple[ContextAwareUserSimulator, Dict]:
+    """Inverse of :func:`save_simulator`; returns (simulator, metadata)."""
+    payload = torch.load(path, map_location=map_location or "cpu", weights_only=True)
+    try:
+        config = SimulatorConfig(**payload["config"])
+    except (KeyError, TypeError) as error:
+        raise ValueError("%s is not a ultra_multr simulator checkpoint (%s)" % (path, error)) from None
+    simulator = ContextAwareUserSimulator(config)
+    simulator.load_state_dict(payload["state_dict"])
+    return simulator, payload.get("metadata", {})
+
+
+def check_compatible(config: SimulatorConfig, feature_size: int, list_size: int, source: str) -> None:
+    """Refuse a simulator whose feature or list size does not fit the data."""
+    if config.feature_size != feature_size:
+        raise ValueError(
+            "%s: simulator feature size %d does not match the data's %d"
+            % (source, config.feature_size, feature_size)
+        )
+    if config.list_size < list_size:
+        raise ValueError(
+            "%s: simulator list size %d is shorter than the data's %d" % (source, config.list_size, list_size)
+        )
