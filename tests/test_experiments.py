@@ -1,0 +1,401 @@
+"""Tests of the experiment tooling: metrics, significance, TREC files, evaluation, runner, tables."""
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from ultra_multr.experiments import methods as registry
+from ultra_multr.experiments.aggregate import RunRecord, aggregate, build_table, format_csv, format_markdown
+from ultra_multr.experiments.metrics import metric_names, per_query_metrics, query_metrics
+from ultra_multr.experiments.runner import ConfigError, expand_runs, load_config, run_all
+from ultra_multr.experiments.significance import randomization_test
+from ultra_multr.experiments.trec import format_qrels, format_run, write_run
+
+METRICS = metric_names()
+
+
+# ----------------------------------------------------------------------------- metrics
+
+
+def test_metrics_match_hand_computed_values():
+    # Ranking by score: labels 0, 2, 1 (max_label 2).
+    values = query_metrics(np.array([1.0, 2.0, 0.0]), np.array([0.1, 0.2, 0.3]), max_label=2)
+    dcg3 = 0.0 + 3.0 / math.log2(3) + 1.0 / 2.0
+    ideal3 = 3.0 + 1.0 / math.log2(3)
+    assert values["ndcg_1"] == 0.0
+    assert values["ndcg_3"] == pytest.approx(dcg3 / ideal3)
+    assert values["ndcg_10"] == pytest.approx(dcg3 / ideal3)  # cutoff beyond the list
+    # R = (2^y - 1) / 2^2: 0, 3/4, 1/4.  ERR@3 = 3/4 / 2 + (1/4)(1 - 3/4) / 3.
+    assert values["err_1"] == 0.0
+    assert values["err_3"] == pytest.approx(0.375 + 1.0 / 48.0)
+    assert values["err_10"] == values["err_3"]
+
+
+def test_metrics_ties_keep_input_order_and_no_relevant_scores_zero():
+    tied = query_metrics(np.array([2.0, 0.0]), np.array([1.0, 1.0]), max_label=2)
+    assert tied["ndcg_1"] == 1.0 and tied["err_1"] == pytest.approx(0.75)
+    reversed_input = query_metrics(np.array([0.0, 2.0]), np.array([1.0, 1.0]), max_label=2)
+    assert reversed_input["ndcg_1"] == 0.0
+    none_relevant = query_metrics(np.zeros(4), np.arange(4.0), max_label=4)
+    assert all(v == 0.0 for v in none_relevant.values())
+
+
+def test_metrics_reject_bad_input():
+    with pytest.raises(ValueError, match="exceeds max_label"):
+        query_metrics(np.array([5.0, 0.0]), np.array([1.0, 0.0]), max_label=4)
+    with pytest.raises(ValueError, match="query 1"):
+        per_query_metrics([np.zeros(2), np.array([1.0, -1.0])], [np.zeros(2), np.zeros(2)], max_label=1)
+
+
+def test_metrics_equal_ultra_functions():
+    pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+    import torch
+    import ultra
+
+    rng = np.random.default_rng(7)
+    max_label = 4
+    labels, scores = [], []
+    for _ in range(25):
+        n = int(rng.integers(2, 14))  # some lists shorter than the cutoffs
+        labels.append(rng.integers(0, max_label + 1, size=n).astype(np.float64))
+        scores.append(rng.normal(size=n))  # continuous: no ties
+    ours = per_query_metrics(labels, scores, max_label)
+    previous = ultra.utils.metrics.RankingMetricKey.MAX_LABEL
+    ultra.utils.metrics.RankingMetricKey.MAX_LABEL = max_label
+    try:
+        cutoffs = [1, 3, 5, 10]
+        for q in range(len(labels)):
+            y = torch.tensor(labels[q][None, :], dtype=torch.float32)
+            s = torch.tensor(scores[q][None, :], dtype=torch.float32)
+            for family in ("ndcg", "err"):
+                theirs = ultra.utils.make_ranking_metric_fn(family, cutoffs)(y, s, None).reshape(-1)
+                mine = [ours["%s_%d" % (family, k)][q] for k in cutoffs]
+                np.testing.assert_allclose(mine, theirs.numpy(), rtol=1e-5, atol=1e-6)
+        # A padded batch, as ULTRA validates: the batch mean equals our query mean.
+        from ultra_multr.compat.runtime import ranking_metrics
+
+        width = max(len(y) for y in labels)
+        pad = lambda arrays: torch.tensor(np.array([np.pad(a, (0, width - len(a))) for a in arrays]), dtype=torch.float32)
+        mask = torch.tensor([[i < len(a) for i in range(width)] for a in labels])
+        batch = ranking_metrics(pad(labels), pad(scores), mask, ["ndcg", "err"], cutoffs)
+        for name in METRICS:
+            assert batch[name] == pytest.approx(ours[name].mean(), rel=1e-5)
+    finally:
+        ultra.utils.metrics.RankingMetricKey.MAX_LABEL = previous
+
+
+# ----------------------------------------------------------------------------- significance
+
+
+def test_randomization_test_exact_hand_computed():
+    # d = (0.1, 0.2, 0.3), sum 0.6: of the 8 sign patterns only all-plus and
+    # all-minus reach |sum| >= 0.6, so p = 2/8.
+    assert randomization_test([0.5, 0.7, 0.9], [0.4, 0.5, 0.6]) == pytest.approx(0.25)
+    # A zero difference doubles every count: p unchanged.
+    assert randomization_test([0.5, 0.7, 0.9, 0.3], [0.4, 0.5, 0.6, 0.3]) == pytest.approx(0.25)
+    # d = (1, 1, 1, 1, -1), |sum| = 3: |sum| >= 3 needs at most one sign
+    # against the majority: 2 * (1 + 5) = 12 of 32 patterns.
+    assert randomization_test([1, 1, 1, 1, 0], [0, 0, 0, 0, 1]) == pytest.approx(12 / 32)
+    assert randomization_test([0.2, 0.4], [0.2, 0.4]) == 1.0
+
+
+def test_randomization_test_monte_carlo_agrees_with_exact():
+    rng = np.random.default_rng(3)
+    a = rng.random(14)
+    b = a + rng.normal(0.05, 0.2, size=14)
+    exact = randomization_test(a, b)
+    n = 20000
+    sampled = randomization_test(a, b, n_permutations=n, seed=1, exact_max_queries=0)
+    tolerance = 4 * math.sqrt(exact * (1 - exact) / n) + 1.0 / (n + 1)
+    assert abs(sampled - exact) <= tolerance
+    assert sampled == randomization_test(a, b, n_permutations=n, seed=1, exact_max_queries=0)
+
+
+def test_randomization_test_rejects_bad_input():
+    with pytest.raises(ValueError, match="equal length"):
+        randomization_test([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="finite"):
+        randomization_test([1.0, float("nan")], [1.0, 2.0])
+
+
+# ----------------------------------------------------------------------------- TREC
+
+
+def test_trec_run_and_qrels_format(tmp_path):
+    text = format_run([("q1", ["d1", "d2", "d3"], np.array([0.5, 2.0, 0.5]))], tag="dla_seed0")
+    assert text.splitlines() == [
+        "q1 Q0 d2 1 2 dla_seed0",
+        "q1 Q0 d1 2 0.5 dla_seed0",  # tie: input order kept
+        "q1 Q0 d3 3 0.5 dla_seed0",
+    ]
+    assert "tensor" not in text
+    assert format_qrels([("q1", ["d1", "d2"], np.array([2.0, 0.0]))]) == "q1 0 d1 2\nq1 0 d2 0\n"
+    with pytest.raises(ValueError, match="whitespace"):
+        format_run([("q1", ["d 1"], np.array([1.0]))], tag="t")
+    with pytest.raises(ValueError, match="integers"):
+        format_qrels([("q1", ["d1"], np.array([0.5]))])
+    path = tmp_path / "run.trec"
+    write_run(str(path), [("q2", ["a"], np.array([1.0]))], tag="t")
+    assert path.read_text() == "q2 Q0 a 1 1 t\n"
+    assert os.listdir(tmp_path) == ["run.trec"]  # no temporary file left
+
+
+# ----------------------------------------------------------------------------- methods
+
+
+def test_method_registry_settings_and_unknown_method():
+    params = registry.RunParameters("d", "f", 0, registry.DEFAULT_SECTIONS)
+    oracle = registry.get_method("oracle").make_settings(params)
+    assert oracle["train_input_hparams"] == "oracle_mode=True"
+    assert oracle["ranking_model_hparams"] == "hidden_layer_sizes=[512,256,128]"
+    rand = registry.get_method("rand_multr").make_settings(params)
+    assert rand["learning_algorithm"] == "ultra_multr.MULTR"
+    assert "simulator_steps=0" in rand["learning_algorithm_hparams"].split(",")
+    assert registry.known_methods()[:9] == [
+        "oracle", "multr", "dla", "rem", "paird", "pal", "naive", "rand_multr", "eib_multr",
+    ]
+    with pytest.raises(registry.UnknownMethodError, match="known methods: oracle, multr, dla"):
+        registry.get_method("mulrt")
+    with pytest.raises(ValueError, match="cannot hold"):
+        registry.format_hparams({"path": "a,b"})
+
+
+# ----------------------------------------------------------------------------- runner
+
+_FAKE_STEP = r"""
+import json, os, sys
+info = json.load(open("run.json"))
+with open(sys.argv[1], "a") as log:
+    log.write("%s %s %s\n" % (info["method"], info["seed"], os.environ["OMP_NUM_THREADS"]))
+if os.path.exists(sys.argv[2]) and info["method"] == "multr":
+    sys.exit(3)
+names = sys.argv[3].split(",")
+shift = 0.1 if info["method"] == "multr" else 0.0
+rows = ["qid," + ",".join(names)]
+for q in range(6):
+    rows.append("q%d," % q + ",".join("%.3f" % (0.2 + 0.1 * q + shift) for _ in names))
+open("per_query_metrics.csv", "w").write("\n".join(rows) + "\n")
+"""
+
+
+def _write_config(tmp_path, **extra):
+    config = {
+        "output_dir": "out",
+        "datasets": {"toy": {"Fold1": "data1", "Fold2": "data2"}},
+        "methods": ["dla", "multr"],
+        "seeds": [0, 1],
+        "settings": {"train_input_hparams": {"click_model_json": "cascade.json"}},
+        "main_args": {"max_train_iteration": 10},
+    }
+    config.update(extra)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+def _fake_commands(tmp_path):
+    script = tmp_path / "fake_step.py"
+    script.write_text(_FAKE_STEP)
+    log, crash = str(tmp_path / "calls.log"), str(tmp_path / "crash")
+    commands = lambda run: [("fake", [sys.executable, str(script), log, crash, ",".join(METRICS)])]
+    calls = lambda: (tmp_path / "calls.log").read_text().splitlines() if os.path.exists(log) else []
+    return commands, calls, crash
+
+
+def test_runner_config_expansion_and_paths(tmp_path):
+    config = load_config(_write_config(
+        tmp_path,
+        sweeps=[{"name": "samples", "methods": ["multr"], "section": "learning_algorithm_hparams",
+                 "parameter": "sample_num", "values": [2, 8]}],
+    ))
+    runs = expand_runs(config)
+    assert len(runs) == 2 * 2 * 2 + 2 * 2 * 2  # (methods + sweep values) x folds x seeds
+    dirs = {os.path.relpath(run.run_dir, str(tmp_path)) for run in runs}
+    assert os.path.join("out", "runs", "toy", "Fold2", "dla", "seed1") in dirs
+    assert os.path.join("out", "runs", "toy", "Fold1", "multr", "sample_num=8", "seed0") in dirs
+    sweep_run = next(r for r in runs if r.info["variant"] == "sample_num=8")
+    assert "sample_num=8" in sweep_run.settings["learning_algorithm_hparams"].split(",")
+    assert sweep_run.info["sweep"] == {"name": "samples", "parameter": "sample_num", "value": 8}
+    # Paths in the config are relative to it; ULTRA opens click models from the CWD.
+    assert sweep_run.data_dir == str(tmp_path / "data1")
+    assert "click_model_json=%s" % (tmp_path / "cascade.json") in sweep_run.settings["train_input_hparams"]
+    assert sweep_run.main_args["max_train_iteration"] == 10
+
+
+def test_runner_unknown_method_lists_known_ones(tmp_path):
+    with pytest.raises(registry.UnknownMethodError, match="'dlaa'.*known methods: .*dla.*multr"):
+        load_config(_write_config(tmp_path, methods=["dlaa"]))
+    with pytest.raises(ConfigError, match="unknown keys"):
+        load_config(_write_config(tmp_path, method="dla"))
+    with pytest.raises(ConfigError, match="test_only"):
+        load_config(_write_config(tmp_path, main_args={"test_only": 1}))
+
+
+def test_runner_resumes_and_skips_finished_runs(tmp_path):
+    commands, calls, crash = _fake_commands(tmp_path)
+    runs = expand_runs(load_config(_write_config(tmp_path)))
+    open(crash, "w").close()  # every multr run crashes this time
+    report = run_all(runs, workers=2, commands=commands, progress=False)
+    assert report.finished == 4 and len(report.failed) == 4 and report.skipped == 0
+    failed_dir = next(iter(report.failed))
+    assert os.path.exists(os.path.join(failed_dir, "failed.json"))
+    assert not os.path.exists(os.path.join(failed_dir, "done.json"))
+    assert all(line.split()[2] == str(max(1, (os.cpu_count() or 1) // 2)) for line in calls())
+
+    os.remove(crash)
+    report = run_all(runs, workers=2, commands=commands, progress=False)
+    assert report.finished == 4 and report.skipped == 4 and not report.failed
+    assert sorted(line.split()[0] for line in calls()[8:]) == ["multr"] * 4  # only the crashed ones re-ran
+
+    report = run_all(runs, workers=1, commands=commands, progress=False)
+    assert report.finished == 0 and report.skipped == 8 and len(calls()) == 12
+
+    # The same folders under a changed configuration are refused, not reused.
+    changed = expand_runs(load_config(_write_config(tmp_path, main_args={"max_train_iteration": 20})))
+    with pytest.raises(ConfigError, match="different configuration"):
+        run_all(changed, commands=commands, progress=False)
+
+    written = aggregate(str(tmp_path / "out" / "runs"), str(tmp_path / "results"))
+    table = (tmp_path / "results" / "toy.md").read_text()
+    assert str(tmp_path / "results" / "toy.csv") in written
+    assert "| MULTR | 0.550 ± 0.000" in table and "| DLA | 0.450 ± 0.000" in table
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+def _records(method, role, values_by_fold, seeds=(0, 1), variant=None, sweep=None):
+    """Runs of one method: per fold, the [n] per-query values (same for every metric)."""
+    records = []
+    for fold, values in values_by_fold.items():
+        for seed in seeds:
+            info = {"dataset": "toy", "fold": fold, "method": method, "label": method.upper(), "role": role,
+                    "order": registry.table_order(method), "variant": variant, "sweep": sweep, "seed": seed}
+            per_query = {"q%d" % i: {m: float(v) for m in METRICS} for i, v in enumerate(values)}
+            records.append(RunRecord(info=info, per_query=per_query))
+    return records
+
+
+def test_table_marks_only_significant_multr_rows():
+    rng = np.random.default_rng(0)
+    base = {fold: rng.uniform(0.3, 0.6, size=30) for fold in ("F1", "F2")}
+    records = (
+        _records("oracle", "oracle", {f: v + 0.2 for f, v in base.items()})
+        + _records("dla", "baseline", base)
+        + _records("naive", "baseline", {f: v - 0.05 for f, v in base.items()})
+        + _records("multr", "multr", {f: v + 0.05 for f, v in base.items()})
+        + _records("rand_multr", "multr", {f: v + rng.normal(0, 0.05, size=30) for f, v in base.items()})
+    )
+    table = build_table(records, "toy", None, n_permutations=2000)
+    rows = {row.method: row for row in table.rows}
+    assert [row.method for row in table.rows] == ["oracle", "multr", "dla", "naive", "rand_multr"]
+    assert table.best_baseline == {m: "dla" for m in METRICS}
+    assert all(rows["multr"].significant.values()) and rows["multr"].p_value["ndcg_10"] < 0.01
+    assert not any(rows["rand_multr"].significant.values())
+    assert not rows["dla"].p_value and not rows["oracle"].significant
+    assert table.n_pooled_queries["multr"] == 60  # 30 queries x 2 folds, seeds averaged
+    assert rows["multr"].gap_closed["err_3"] == pytest.approx(0.25)  # +0.05 of a 0.2 gap
+
+    markdown = format_markdown(table)
+    multr_line = next(line for line in markdown.splitlines() if line.startswith("| MULTR |"))
+    assert multr_line.count("*") == len(METRICS)
+    rand_line = next(line for line in markdown.splitlines() if line.startswith("| RAND_MULTR |"))
+    assert "*" not in rand_line
+    assert "| nDCG@1 | nDCG@3 | nDCG@5 | nDCG@10 | ERR@1 | ERR@3 | ERR@5 | ERR@10 |" in markdown
+    assert "| MULTR | 25% |" in markdown
+
+    lines = format_csv(table).splitlines()
+    header = lines[0].split(",")
+    multr = dict(zip(header, next(l for l in lines if l.startswith("multr,")).split(",")))
+    assert multr["ndcg_10_significant"] == "1" and multr["ndcg_10_best_baseline"] == "dla"
+    assert float(multr["ndcg_10"]) == pytest.approx(np.mean(np.concatenate(list(base.values()))) + 0.05)
+    dla = dict(zip(header, next(l for l in lines if l.startswith("dla,")).split(",")))
+    assert dla["ndcg_10_p"] == "" and dla["n_runs"] == "4"
+
+
+def test_sweep_figure_is_written(tmp_path):
+    runs_dir = tmp_path / "runs"
+    for value in (0, 2, 8):
+        for record in _records("multr", "multr", {"F1": np.full(5, 0.4 + value / 100)}, variant="sample_num=%d" % value,
+                               sweep={"name": "samples", "parameter": "sample_num", "value": value}):
+            run_dir = runs_dir / ("v%d" % value) / ("seed%d" % record.info["seed"])
+            run_dir.mkdir(parents=True)
+            (run_dir / "run.json").write_text(json.dumps(record.info))
+            rows = ["qid," + ",".join(METRICS)] + [
+                q + "," + ",".join(str(v[m]) for m in METRICS) for q, v in record.per_query.items()
+            ]
+            (run_dir / "per_query_metrics.csv").write_text("\n".join(rows) + "\n")
+            (run_dir / "done.json").write_text("{}")
+    written = aggregate(str(runs_dir), str(tmp_path / "results"), n_permutations=100)
+    figure = tmp_path / "results" / "toy__samples__multr.png"
+    assert str(figure) in written
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "results" / "toy__sample_num=8.md").exists()
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+
+def test_evaluate_checkpoint_writes_consistent_outputs(tmp_path):
+    pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+    import torch
+
+    from ultra_multr.compat.runtime import create_ranking_model, score_documents
+    from ultra_multr.data.synthetic import synthetic_queries
+    from ultra_multr.data.ultra_format import write_settings, write_split
+    from ultra_multr.experiments.evaluate import evaluate_run, read_per_query_csv
+
+    queries = synthetic_queries(8, n_features=6, seed=5)
+    queries[3].labels[:] = 0.0  # ULTRA's reader drops it
+    write_split(str(tmp_path / "data"), "test", queries)
+    write_settings(str(tmp_path / "data"), 6, 4)
+    settings = {"ranking_model": "ultra.ranking_model.DNN", "ranking_model_hparams": "hidden_layer_sizes=[8]",
+                "learning_algorithm": "ultra_multr.DLA"}
+    torch.manual_seed(0)
+    model = create_ranking_model(settings, 6, torch.device("cpu"))
+    (tmp_path / "model").mkdir()
+    torch.save(model.state_dict(), str(tmp_path / "model" / "ultra_multr.DLA.ckpt"))
+
+    summary = evaluate_run(str(tmp_path / "data"), "test", settings, str(tmp_path / "model"), str(tmp_path / "out"),
+                           tag="dla_seed0")
+    assert summary["n_queries"] == 7 and summary["n_dropped_queries"] == 1
+    per_query = read_per_query_csv(str(tmp_path / "out" / "per_query_metrics.csv"))
+    assert list(per_query) == [q.qid for q in queries if q.labels.max() > 0]
+    model.eval()
+    with torch.no_grad():
+        for query in queries[:3]:
+            scores = score_documents(model, torch.tensor(query.features, dtype=torch.float32)).numpy()
+            expected = query_metrics(query.labels, scores, max_label=4)
+            for name in METRICS:
+                assert per_query[query.qid][name] == pytest.approx(expected[name], abs=1e-8)
+    assert summary["ndcg_10"] == pytest.approx(np.mean([v["ndcg_10"] for v in per_query.values()]))
+    run_lines = (tmp_path / "out" / "run.trec").read_text().splitlines()
+    assert len(run_lines) == sum(len(q.doc_ids) for q in queries if q.labels.max() > 0)
+    first = [line.split() for line in run_lines if line.startswith(queries[0].qid + " ")]
+    assert [int(f[3]) for f in first] == list(range(1, len(first) + 1))
+    assert [float(f[4]) for f in first] == sorted((float(f[4]) for f in first), reverse=True)
+    assert all(f[5] == "dla_seed0" for f in first)
+
+
+def test_seeded_main_runs_script_as_main_with_seed(tmp_path):
+    from ultra_multr.experiments.seeded_main import main as seeded_main
+
+    script = tmp_path / "main.py"
+    out = tmp_path / "out.json"
+    script.write_text(
+        "import json, random, sys\n"
+        "if __name__ == '__main__':\n"
+        "    json.dump([sys.argv[1:], random.random()], open(%r, 'w'))\n" % str(out)
+    )
+    saved = list(sys.argv), list(sys.path)
+    try:
+        seeded_main(["--seed", "4", str(script), "--flag", "x"])
+        first = json.loads(out.read_text())
+        seeded_main(["--seed", "4", str(script), "--flag", "x"])
+        assert json.loads(out.read_text()) == first
+    finally:
+        sys.argv[:], sys.path[:] = saved
+    assert first[0] == ["--flag", "x"]

@@ -1,0 +1,13 @@
+"""Experiment tooling: metrics, significance test, TREC files, evaluation, runner, tables.
+
+Modules (import them directly; none is imported here, so that the pure-numpy
+ones stay usable without torch or ULTRA):
+
+* :mod:`.metrics` -- per-query nDCG@k / ERR@k with ULTRA's conventions
+* :mod:`.significance` -- paired Fisher randomisation test
+* :mod:`.trec` -- TREC run and qrels writers
+* :mod:`.evaluate` -- evaluate a checkpoint saved by ULTRA's main.py
+* :mod:`.methods` -- the method registry (name -> ULTRA settings)
+* :mod:`.runner` -- run a config of methods x datasets x folds x seeds
+* :mod:`.aggregate` -- Table 2 style tables, significance markers, Figure 3
+"""

@@ -1,0 +1,309 @@
+"""Tables (Table 2 layout), significance markers, gap fractions and sweep figures.
+
+Input: a runs directory written by :mod:`.runner` (each finished run has
+``done.json``, ``run.json`` and ``per_query_metrics.csv``).  Runs are grouped
+by (dataset, variant); each group gives one table:
+
+* rows: methods in Table 2 order; columns nDCG@1,3,5,10 and ERR@1,3,5,10;
+* cell: mean over the group's runs (folds x seeds) of the run's mean over
+  queries, +- the sample standard deviation over runs (none with one run);
+* ``*``: a "multr"-role row whose paired two-sided Fisher randomisation test
+  against the column's best baseline (highest mean among "baseline" rows)
+  gives p <= alpha, with a positive mean difference.  The test pairs queries
+  pooled across folds, each query's value averaged over seeds first;
+* the fraction of the DLA-to-Oracle gap each multr-role row closes,
+  ``(row - DLA) / (Oracle - DLA)``, per metric.
+
+Sweep runs (``run.json`` has a ``sweep``) with numeric values also give one
+figure per (dataset, sweep, method): nDCG@K and ERR@K against the value
+(Figure 3 of the paper for a ``sample_num`` sweep).
+"""
+from __future__ import annotations
+
+import csv
+import glob
+import io
+import json
+import logging
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..data.ultra_format import atomic_write_text
+from .evaluate import PER_QUERY_CSV, read_per_query_csv
+from .metrics import metric_names
+from .significance import randomization_test
+
+logger = logging.getLogger(__name__)
+
+METRICS = metric_names()
+GAP_LOW, GAP_HIGH = "dla", "oracle"
+
+
+@dataclass
+class RunRecord:
+    """A finished run: its ``run.json`` and per-query metrics (qid -> metric -> value)."""
+
+    info: Dict
+    per_query: Dict[str, Dict[str, float]]
+
+    def mean(self, metric: str) -> float:
+        return float(np.mean([values[metric] for values in self.per_query.values()]))
+
+
+@dataclass
+class TableRow:
+    method: str
+    label: str
+    role: str
+    n_runs: int
+    mean: Dict[str, float]
+    std: Dict[str, float]  # NaN with a single run
+    p_value: Dict[str, float] = field(default_factory=dict)  # multr rows only
+    significant: Dict[str, bool] = field(default_factory=dict)
+    gap_closed: Dict[str, float] = field(default_factory=dict)  # multr rows, when DLA and Oracle ran
+
+
+@dataclass
+class ResultTable:
+    dataset: str
+    variant: Optional[str]
+    rows: List[TableRow]
+    best_baseline: Dict[str, Optional[str]]  # metric -> method
+    n_pooled_queries: Dict[str, int]  # multr method -> queries in its tests
+    alpha: float
+    n_permutations: int
+
+    @property
+    def name(self) -> str:
+        return self.dataset + ("__" + self.variant if self.variant else "")
+
+
+def collect_runs(runs_dir: str) -> List[RunRecord]:
+    """Every finished run under ``runs_dir`` (unfinished ones are ignored)."""
+    records = []
+    for done in sorted(glob.glob(os.path.join(runs_dir, "**", "done.json"), recursive=True)):
+        run_dir = os.path.dirname(done)
+        with open(os.path.join(run_dir, "run.json")) as handle:
+            info = json.load(handle)
+        per_query = read_per_query_csv(os.path.join(run_dir, PER_QUERY_CSV))
+        if not per_query:
+            raise ValueError("%s has no queries" % os.path.join(run_dir, PER_QUERY_CSV))
+        missing = set(METRICS) - set(next(iter(per_query.values())))
+        if missing:
+            raise ValueError("%s lacks columns %s" % (os.path.join(run_dir, PER_QUERY_CSV), sorted(missing)))
+        records.append(RunRecord(info=info, per_query=per_query))
+    return records
+
+
+def pooled_queries(records: Sequence[RunRecord], metric: str) -> Dict[Tuple[str, str], float]:
+    """(fold, qid) -> the metric averaged over the runs (seeds) that have it."""
+    values: Dict[Tuple[str, str], List[float]] = defaultdict(list)
+    for record in records:
+        for qid, metrics in record.per_query.items():
+            values[(record.info["fold"], qid)].append(metrics[metric])
+    return {key: float(np.mean(v)) for key, v in values.items()}
+
+
+def build_table(
+    records: Sequence[RunRecord],
+    dataset: str,
+    variant: Optional[str],
+    alpha: float = 0.05,
+    n_permutations: int = 10000,
+    seed: int = 0,
+) -> ResultTable:
+    """The Table 2 style table of one (dataset, variant) group of runs."""
+    by_method: Dict[str, List[RunRecord]] = defaultdict(list)
+    for record in records:
+        by_method[record.info["method"]].append(record)
+    order = sorted(by_method, key=lambda m: (by_method[m][0].info.get("order", 1 << 30), m))
+    rows = []
+    for method in order:
+        runs = by_method[method]
+        run_means = {metric: np.array([r.mean(metric) for r in runs]) for metric in METRICS}
+        rows.append(
+            TableRow(
+                method=method,
+                label=runs[0].info.get("label", method),
+                role=runs[0].info.get("role", "baseline"),
+                n_runs=len(runs),
+                mean={m: float(v.mean()) for m, v in run_means.items()},
+                std={m: float(v.std(ddof=1)) if v.size > 1 else float("nan") for m, v in run_means.items()},
+            )
+        )
+    baselines = [row for row in rows if row.role == "baseline"]
+    best = {m: max(baselines, key=lambda row: row.mean[m]).method if baselines else None for m in METRICS}
+    means = {row.method: row.mean for row in rows}
+    n_pooled: Dict[str, int] = {}
+    for row in rows:
+        if row.role != "multr":
+            continue
+        for metric in METRICS:
+            if best[metric] is not None:
+                mine = pooled_queries(by_method[row.method], metric)
+                theirs = pooled_queries(by_method[best[metric]], metric)
+                keys = sorted(set(mine) & set(theirs))
+                if not keys:
+                    raise ValueError("%s: %s and %s share no query" % (dataset, row.method, best[metric]))
+                a = np.array([mine[k] for k in keys])
+                b = np.array([theirs[k] for k in keys])
+                p = randomization_test(a, b, n_permutations=n_permutations, seed=seed)
+                row.p_value[metric] = p
+                row.significant[metric] = bool(p <= alpha and a.mean() > b.mean())
+                n_pooled[row.method] = len(keys)
+            if GAP_LOW in means and GAP_HIGH in means:
+                gap = means[GAP_HIGH][metric] - means[GAP_LOW][metric]
+                row.gap_closed[metric] = (row.mean[metric] - means[GAP_LOW][metric]) / gap if gap else float("nan")
+    return ResultTable(dataset, variant, rows, best, n_pooled, alpha, n_permutations)
+
+
+def _header(metric: str) -> str:
+    family, k = metric.split("_")
+    return "%s@%s" % ({"ndcg": "nDCG", "err": "ERR"}[family], k)
+
+
+def _cell(row: TableRow, metric: str) -> str:
+    text = "%.3f" % row.mean[metric]
+    if not np.isnan(row.std[metric]):
+        text += " ± %.3f" % row.std[metric]
+    return text + ("*" if row.significant.get(metric) else "")
+
+
+def format_markdown(table: ResultTable) -> str:
+    """The table, its legend, the p-values and the gap fractions as Markdown."""
+    title = table.dataset + (" (%s)" % table.variant if table.variant else "")
+    lines = ["### %s" % title, ""]
+    lines.append("| Method | %s | Runs |" % " | ".join(_header(m) for m in METRICS))
+    lines.append("|---|%s---|" % ("---|" * len(METRICS)))
+    for row in table.rows:
+        lines.append("| %s | %s | %d |" % (row.label, " | ".join(_cell(row, m) for m in METRICS), row.n_runs))
+    lines.append("")
+    lines.append(
+        "Mean ± sample standard deviation over runs (folds × seeds) of the per-run mean over test queries."
+    )
+    tested = [row for row in table.rows if row.p_value]
+    if tested:
+        labels = {row.method: row.label for row in table.rows}
+        best = ", ".join("%s %s" % (_header(m), labels[table.best_baseline[m]]) for m in METRICS)
+        lines.append(
+            "\\* p <= %g in a paired two-sided Fisher randomisation test against the column's best baseline "
+            "(%s), over queries pooled across folds with each query averaged over seeds "
+            "(exact up to 16 queries, else %d random permutations)." % (table.alpha, best, table.n_permutations)
+        )
+        lines += ["", "| p vs best baseline | %s | Queries |" % " | ".join(_header(m) for m in METRICS)]
+        lines.append("|---|%s---|" % ("---|" * len(METRICS)))
+        for row in tested:
+            cells = " | ".join("%.4f" % row.p_value[m] for m in METRICS)
+            lines.append("| %s | %s | %d |" % (row.label, cells, table.n_pooled_queries[row.method]))
+    gapped = [row for row in table.rows if row.gap_closed]
+    if gapped:
+        lines += ["", "| DLA-to-Oracle gap closed | %s |" % " | ".join(_header(m) for m in METRICS)]
+        lines.append("|---|%s" % ("---|" * len(METRICS)))
+        for row in gapped:
+            lines.append("| %s | %s |" % (row.label, " | ".join("%.0f%%" % (100 * row.gap_closed[m]) for m in METRICS)))
+    return "\n".join(lines) + "\n"
+
+
+def format_csv(table: ResultTable) -> str:
+    """One row per method: mean, std, p vs best baseline, significance, gap closed."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    columns = ["method", "label", "role", "n_runs"]
+    for m in METRICS:
+        columns += [m, m + "_std", m + "_p", m + "_significant", m + "_gap_closed", m + "_best_baseline"]
+    writer.writerow(columns)
+
+    def fmt(value: Optional[float]) -> str:
+        return "" if value is None or np.isnan(value) else "%.6f" % value
+
+    for row in table.rows:
+        cells = [row.method, row.label, row.role, row.n_runs]
+        for m in METRICS:
+            cells += [
+                fmt(row.mean[m]), fmt(row.std[m]), fmt(row.p_value.get(m)),
+                "" if m not in row.significant else int(row.significant[m]),
+                fmt(row.gap_closed.get(m)), table.best_baseline[m] or "",
+            ]
+        writer.writerow(cells)
+    return buffer.getvalue()
+
+
+def plot_sweep(records: Sequence[RunRecord], path: str, title: str) -> None:
+    """nDCG@K and ERR@K (mean ± std over runs) against the sweep value, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by_value: Dict[float, List[RunRecord]] = defaultdict(list)
+    for record in records:
+        by_value[float(record.info["sweep"]["value"])].append(record)
+    xs = sorted(by_value)
+    figure, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for axis, family in zip(axes, ("ndcg", "err")):
+        for metric in (m for m in METRICS if m.startswith(family + "_")):
+            values = [np.array([r.mean(metric) for r in by_value[x]]) for x in xs]
+            mean = [v.mean() for v in values]
+            std = [v.std(ddof=1) if v.size > 1 else 0.0 for v in values]
+            axis.errorbar(xs, mean, yerr=std, marker="o", capsize=3, label="K=%s" % metric.split("_")[1])
+        axis.set_xlabel(records[0].info["sweep"]["parameter"])
+        axis.set_ylabel("%s@K" % ("nDCG" if family == "ndcg" else "ERR"))
+        axis.set_xticks(xs)
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    figure.suptitle(title)
+    figure.tight_layout()
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, ".tmp-" + os.path.basename(path))
+    figure.savefig(tmp, dpi=120, format="png")
+    plt.close(figure)
+    os.replace(tmp, path)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def aggregate(
+    runs_dir: str, out_dir: str, alpha: float = 0.05, n_permutations: int = 10000, seed: int = 0
+) -> List[str]:
+    """Write every table (``.md``, ``.csv``), ``summary.md`` and the sweep figures.
+
+    Returns:
+        The paths written.
+    """
+    records = collect_runs(runs_dir)
+    if not records:
+        raise ValueError("no finished run (done.json) under %s" % runs_dir)
+    groups: Dict[Tuple[str, str], List[RunRecord]] = defaultdict(list)
+    sweeps: Dict[Tuple[str, str, str], List[RunRecord]] = defaultdict(list)
+    for record in records:
+        info = record.info
+        groups[(info["dataset"], info.get("variant") or "")].append(record)
+        if info.get("sweep"):
+            sweeps[(info["dataset"], info["sweep"]["name"], info["method"])].append(record)
+    written, sections = [], []
+    for (dataset, variant), members in sorted(groups.items()):
+        table = build_table(members, dataset, variant or None, alpha, n_permutations, seed)
+        markdown = format_markdown(table)
+        sections.append(markdown)
+        for suffix, text in ((".md", markdown), (".csv", format_csv(table))):
+            path = os.path.join(out_dir, table.name + suffix)
+            atomic_write_text(path, text)
+            written.append(path)
+    for (dataset, sweep, method), members in sorted(sweeps.items()):
+        if not all(_is_number(r.info["sweep"]["value"]) for r in members):
+            logger.info("sweep %s of %s has non-numeric values: no figure", sweep, method)
+            continue
+        path = os.path.join(out_dir, "%s__%s__%s.png" % (dataset, sweep, method))
+        plot_sweep(members, path, "%s: %s, %s sweep" % (dataset, members[0].info.get("label", method), sweep))
+        written.append(path)
+    summary = os.path.join(out_dir, "summary.md")
+    atomic_write_text(summary, "\n".join(sections))
+    written.append(summary)
+    return written

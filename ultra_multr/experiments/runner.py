@@ -1,0 +1,618 @@
+"""Run methods x datasets x folds x seeds (and sweeps) from one JSON config.
+
+Each run lives in ``<output_dir>/runs/<dataset>/<fold>/<method>[/<variant>]/seed<k>/``:
+
+* ``settings.json`` (the ULTRA settings, from the method registry) and
+  ``run.json`` (what the run is: dataset, fold, method, role, sweep, seed);
+* ``train.stdout`` / ``train.stderr``: ULTRA's ``main.py`` (through
+  :mod:`.seeded_main`), training into ``model/``;
+* ``evaluate.stdout`` / ``evaluate.stderr`` and the files of
+  :mod:`.evaluate` (per-query metrics, TREC run, qrels, metrics.json);
+* ``done.json``, written last and atomically: its presence (with the same
+  configuration fingerprint) marks the run finished, so a second invocation
+  skips it.  An unfinished run's folder is wiped and the run started again;
+  a failed run leaves ``failed.json`` and the other runs go on.
+
+Runs execute in parallel up to ``--workers``; every subprocess gets
+``OMP/MKL/OPENBLAS_NUM_THREADS = max(1, cores // workers)``.  Afterwards the
+results are aggregated into ``<output_dir>/results`` (see :mod:`.aggregate`).
+
+Config (JSON; relative paths are relative to the config file)::
+
+    {
+      "output_dir": "out/mq2008",
+      "datasets": {"mq2008": {"Fold1": "data/mq2008/Fold1", "Fold2": "data/mq2008/Fold2"}},
+      "methods": ["oracle", "naive", "dla", "multr"],
+      "seeds": [0, 1],
+      "settings": {"train_input_hparams": {"click_model_json": "cascade.json"},
+                   "learning_algorithm_hparams": {"learning_rate": 0.05}},
+      "method_overrides": {"multr": {"learning_algorithm_hparams": {"sample_num": 8}}},
+      "main_args": {"batch_size": 256, "max_train_iteration": 2000},
+      "sweeps": [{"name": "sample_num", "methods": ["multr"],
+                  "section": "learning_algorithm_hparams", "parameter": "sample_num",
+                  "values": [0, 2, 4, 8]}]
+    }
+
+Other keys: ``main_py`` (default: next to the ``ultra`` package), ``python``
+(default: this interpreter), ``eval_split`` (default "test"),
+``extra_methods`` ({name: {label, role, learning_algorithm,
+learning_algorithm_hparams, train_input_hparams}}), ``significance``
+({alpha, n_permutations, seed}).  A dataset given as a string is one fold
+named "all".  A sweep may add ``overrides`` (sections applied to all its
+values); its ``section`` may be ``main_args``.  Hparam values whose name ends
+in ``_json``, ``_path``, ``_file`` or ``_dir`` are paths.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ..data.ultra_format import atomic_write_text, ultra_data_dir
+from . import methods as registry
+from .evaluate import PER_QUERY_CSV
+
+logger = logging.getLogger(__name__)
+
+DONE_FILE = "done.json"
+FAILED_FILE = "failed.json"
+RUN_FILE = "run.json"
+SETTINGS_FILE = "settings.json"
+
+#: main.py flags a config may set, with their types.  The boolean flags
+#: (--test_only, --test_while_train) are left out: main.py parses them with
+#: type=bool, and the runner evaluates with :mod:`.evaluate` instead.
+MAIN_ARGS = {
+    "batch_size": int,
+    "max_train_iteration": int,
+    "steps_per_checkpoint": int,
+    "start_saving_iteration": int,
+    "selection_bias_cutoff": int,
+    "max_list_cutoff": int,
+}
+DEFAULT_MAIN_ARGS = {"batch_size": 256, "max_train_iteration": 10000, "steps_per_checkpoint": 50}
+_CONFIG_KEYS = {
+    "output_dir", "datasets", "methods", "seeds", "settings", "method_overrides", "main_args", "sweeps",
+    "main_py", "python", "eval_split", "extra_methods", "significance",
+}
+_SWEEP_KEYS = {"name", "methods", "section", "parameter", "values", "overrides"}
+_PATH_SUFFIXES = ("_json", "_path", "_file", "_dir")
+
+
+class ConfigError(ValueError):
+    """The experiment config is invalid; the message names the entry."""
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    methods: Tuple[str, ...]
+    section: str
+    parameter: str
+    values: Tuple[Any, ...]
+    overrides: Mapping[str, Any]
+
+
+@dataclass
+class ExperimentConfig:
+    """A validated config (see the module docstring); paths are absolute."""
+
+    path: str
+    output_dir: str
+    datasets: Dict[str, Dict[str, str]]
+    methods: List[str]
+    seeds: List[int]
+    settings: Dict[str, Any]
+    method_overrides: Dict[str, Dict[str, Any]]
+    main_args: Dict[str, int]
+    sweeps: List[Sweep]
+    main_py: Optional[str]
+    python: str
+    eval_split: str
+    significance: Dict[str, Any]
+
+    @property
+    def runs_dir(self) -> str:
+        return os.path.join(self.output_dir, "runs")
+
+    @property
+    def results_dir(self) -> str:
+        return os.path.join(self.output_dir, "results")
+
+
+@dataclass
+class RunSpec:
+    """One training + evaluation run.
+
+    Attributes:
+        settings: the ULTRA settings dict written to ``settings.json``.
+        main_args: main.py flags (name -> value).
+        info: what goes into ``run.json`` (dataset, fold, method, label, role,
+            order, variant, sweep, seed, data_dir).
+    """
+
+    run_dir: str
+    data_dir: str
+    seed: int
+    method: str
+    settings: Dict[str, Any]
+    main_args: Dict[str, int]
+    info: Dict[str, Any]
+    main_py: Optional[str] = None
+    python: str = sys.executable
+    eval_split: str = "test"
+    fingerprint: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        payload = json.dumps(
+            [self.data_dir, self.seed, self.settings, self.main_args, self.eval_split], sort_keys=True
+        )
+        self.fingerprint = hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    @property
+    def tag(self) -> str:
+        parts = [self.info["method"], self.info.get("variant") or "", "seed%d" % self.seed]
+        return _safe_name("_".join(p for p in parts if p))
+
+
+#: (step name, argv) pairs a run executes in order, in its folder.
+Steps = List[Tuple[str, List[str]]]
+CommandFactory = Callable[[RunSpec], Steps]
+
+
+# ----------------------------------------------------------------------------- config
+
+
+def _safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._=+-]", "_", str(text))
+
+
+def _require(condition: bool, path: str, message: str) -> None:
+    if not condition:
+        raise ConfigError("%s: %s" % (path, message))
+
+
+def _resolve(base_dir: str, path: str) -> str:
+    return path if os.path.isabs(path) else os.path.normpath(os.path.join(base_dir, path))
+
+
+def _resolve_hparam_paths(sections: Mapping[str, Any], base_dir: str) -> Dict[str, Any]:
+    sections = copy.deepcopy(dict(sections))
+    for key in registry.HPARAM_SECTIONS:
+        for name, value in list(sections.get(key, {}).items()):
+            if isinstance(value, str) and name.endswith(_PATH_SUFFIXES):
+                sections[key][name] = _resolve(base_dir, value)
+    return sections
+
+
+def _check_sections(sections: Any, where: str, allow_main_args: bool = False) -> None:
+    allowed = set(registry.DEFAULT_SECTIONS) | ({"main_args"} if allow_main_args else set())
+    _require(isinstance(sections, dict), where, "expected an object, got %r" % (sections,))
+    for key, value in sections.items():
+        _require(key in allowed, where, "unknown section %r; known: %s" % (key, ", ".join(sorted(allowed))))
+        if key in registry.HPARAM_SECTIONS or key == "main_args":
+            _require(isinstance(value, dict), "%s.%s" % (where, key), "expected an object of name: value")
+        if key == "main_args":
+            _check_main_args(value, "%s.main_args" % where)
+
+
+def _check_main_args(values: Mapping[str, Any], where: str) -> None:
+    for name, value in values.items():
+        _require(name in MAIN_ARGS, where, "unsupported main.py flag %r; supported: %s" % (name, ", ".join(MAIN_ARGS)))
+        _require(isinstance(value, int) and not isinstance(value, bool), "%s.%s" % (where, name), "expected an integer")
+
+
+def merge_sections(base: Mapping[str, Any], override: Mapping[str, Any]) -> Dict[str, Any]:
+    """``override`` on top of ``base``; dictionary sections merge key by key."""
+    merged = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **copy.deepcopy(value)}
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _register_extra_methods(extra: Any, where: str) -> None:
+    _require(isinstance(extra, dict), where, "expected an object of name: method")
+    for name, spec in extra.items():
+        at = "%s.%s" % (where, name)
+        _require(isinstance(spec, dict), at, "expected an object")
+        unknown = set(spec) - {"label", "role", "learning_algorithm", "learning_algorithm_hparams", "train_input_hparams"}
+        _require(not unknown, at, "unknown keys %s" % sorted(unknown))
+        _require(isinstance(spec.get("learning_algorithm"), str), at, "needs learning_algorithm (a class path)")
+        try:
+            registry.register_algorithm_method(
+                name,
+                spec.get("label", name),
+                spec.get("role", registry.BASELINE),
+                spec["learning_algorithm"],
+                spec.get("learning_algorithm_hparams", {}),
+                spec.get("train_input_hparams", {}),
+                replace=True,
+            )
+        except ValueError as error:
+            raise ConfigError("%s: %s" % (at, error)) from None
+
+
+def _parse_sweep(raw: Any, where: str, base_dir: str) -> Sweep:
+    _require(isinstance(raw, dict), where, "expected an object")
+    unknown = set(raw) - _SWEEP_KEYS
+    _require(not unknown, where, "unknown keys %s; known: %s" % (sorted(unknown), sorted(_SWEEP_KEYS)))
+    for key in ("name", "methods", "section", "parameter", "values"):
+        _require(key in raw, where, "missing %r" % key)
+    section = raw["section"]
+    _require(
+        section in registry.HPARAM_SECTIONS or section == "main_args",
+        where + ".section",
+        "%r is not an hparam section or main_args; choose from %s"
+        % (section, ", ".join(registry.HPARAM_SECTIONS + ("main_args",))),
+    )
+    _require(isinstance(raw["values"], list) and raw["values"], where + ".values", "expected a non-empty list")
+    _require(isinstance(raw["methods"], list) and raw["methods"], where + ".methods", "expected a non-empty list")
+    overrides = raw.get("overrides", {})
+    _check_sections(overrides, where + ".overrides", allow_main_args=True)
+    if section == "main_args":
+        for value in raw["values"]:
+            _check_main_args({raw["parameter"]: value}, where + ".values")
+    return Sweep(
+        name=_safe_name(raw["name"]),
+        methods=tuple(raw["methods"]),
+        section=section,
+        parameter=raw["parameter"],
+        values=tuple(raw["values"]),
+        overrides=_resolve_hparam_paths(overrides, base_dir),
+    )
+
+
+def load_config(path: str) -> ExperimentConfig:
+    """Read and validate an experiment config.
+
+    Raises:
+        ConfigError: naming the file and the offending entry.
+        UnknownMethodError: a method is not registered (lists the known ones).
+    """
+    path = os.path.abspath(path)
+    base_dir = os.path.dirname(path)
+    try:
+        with open(path) as handle:
+            raw = json.load(handle)
+    except json.JSONDecodeError as error:
+        raise ConfigError("%s: not valid JSON: %s" % (path, error)) from None
+    _require(isinstance(raw, dict), path, "the config must be a JSON object")
+    unknown = set(raw) - _CONFIG_KEYS
+    _require(not unknown, path, "unknown keys %s; known: %s" % (sorted(unknown), ", ".join(sorted(_CONFIG_KEYS))))
+    for key in ("output_dir", "datasets", "methods"):
+        _require(key in raw, path, "missing %r" % key)
+    if "extra_methods" in raw:
+        _register_extra_methods(raw["extra_methods"], path + ": extra_methods")
+
+    datasets: Dict[str, Dict[str, str]] = {}
+    _require(isinstance(raw["datasets"], dict) and raw["datasets"], path + ": datasets", "expected a non-empty object")
+    for name, folds in raw["datasets"].items():
+        folds = {"all": folds} if isinstance(folds, str) else folds
+        _require(isinstance(folds, dict) and folds, "%s: datasets.%s" % (path, name), "expected a path or {fold: path}")
+        datasets[_safe_name(name)] = {_safe_name(f): _resolve(base_dir, d) for f, d in folds.items()}
+
+    methods = raw["methods"]
+    _require(isinstance(methods, list), path + ": methods", "expected a list of names")
+    sweeps = [_parse_sweep(s, "%s: sweeps[%d]" % (path, i), base_dir) for i, s in enumerate(raw.get("sweeps", []))]
+    overrides = raw.get("method_overrides", {})
+    _require(isinstance(overrides, dict), path + ": method_overrides", "expected an object")
+    for name in list(methods) + [m for s in sweeps for m in s.methods] + list(overrides):
+        registry.get_method(name)
+    for name, sections in overrides.items():
+        _check_sections(sections, "%s: method_overrides.%s" % (path, name), allow_main_args=True)
+
+    settings = raw.get("settings", {})
+    _check_sections(settings, path + ": settings")
+    main_args = {**DEFAULT_MAIN_ARGS, **raw.get("main_args", {})}
+    _check_main_args(main_args, path + ": main_args")
+    seeds = raw.get("seeds", [0])
+    _require(
+        isinstance(seeds, list) and seeds and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds),
+        path + ": seeds",
+        "expected a non-empty list of integers",
+    )
+    significance = raw.get("significance", {})
+    _require(isinstance(significance, dict), path + ": significance", "expected an object")
+    unknown = set(significance) - {"alpha", "n_permutations", "seed"}
+    _require(not unknown, path + ": significance", "unknown keys %s; known: alpha, n_permutations, seed" % sorted(unknown))
+    main_py = raw.get("main_py")
+    return ExperimentConfig(
+        path=path,
+        output_dir=_resolve(base_dir, raw["output_dir"]),
+        datasets=datasets,
+        methods=list(methods),
+        seeds=list(seeds),
+        settings=_resolve_hparam_paths(merge_sections(registry.DEFAULT_SECTIONS, settings), base_dir),
+        method_overrides={m: _resolve_hparam_paths(s, base_dir) for m, s in overrides.items()},
+        main_args=main_args,
+        sweeps=sweeps,
+        main_py=_resolve(base_dir, main_py) if main_py else None,
+        python=raw.get("python", sys.executable),
+        eval_split=raw.get("eval_split", "test"),
+        significance=dict(significance),
+    )
+
+
+# ----------------------------------------------------------------------------- runs
+
+
+def _format_value(value: Any) -> str:
+    return ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
+
+
+def _make_run(
+    config: ExperimentConfig, dataset: str, fold: str, data_dir: str, method_name: str, seed: int,
+    sweep: Optional[Sweep] = None, value: Any = None,
+) -> RunSpec:
+    method = registry.get_method(method_name)
+    sections = merge_sections(config.settings, config.method_overrides.get(method_name, {}))
+    main_args = {**config.main_args, **sections.pop("main_args", {})}
+    variant = None
+    if sweep is not None:
+        sections = merge_sections(sections, sweep.overrides)
+        main_args.update(sections.pop("main_args", {}))
+        if sweep.section == "main_args":
+            main_args[sweep.parameter] = value
+        else:
+            sections = merge_sections(sections, {sweep.section: {sweep.parameter: value}})
+        variant = _safe_name("%s=%s" % (sweep.parameter, _format_value(value)))
+    params = registry.RunParameters(dataset=dataset, fold=fold, seed=seed, sections=sections)
+    run_dir = os.path.join(config.runs_dir, dataset, fold, method_name, *([variant] if variant else []), "seed%d" % seed)
+    info = {
+        "dataset": dataset,
+        "fold": fold,
+        "method": method_name,
+        "label": method.label,
+        "role": method.role,
+        "order": registry.table_order(method_name),
+        "variant": variant,
+        "sweep": None if sweep is None else {"name": sweep.name, "parameter": sweep.parameter, "value": value},
+        "seed": seed,
+        "data_dir": data_dir,
+    }
+    return RunSpec(
+        run_dir=run_dir,
+        data_dir=data_dir,
+        seed=seed,
+        method=method_name,
+        settings=method.make_settings(params),
+        main_args=main_args,
+        info=info,
+        main_py=config.main_py,
+        python=config.python,
+        eval_split=config.eval_split,
+    )
+
+
+def expand_runs(config: ExperimentConfig) -> List[RunSpec]:
+    """Every run of the config: methods x datasets x folds x seeds, then the sweeps."""
+    runs = []
+    for dataset, folds in config.datasets.items():
+        for fold, data_dir in folds.items():
+            for seed in config.seeds:
+                for method in config.methods:
+                    runs.append(_make_run(config, dataset, fold, data_dir, method, seed))
+                for sweep in config.sweeps:
+                    for method in sweep.methods:
+                        for value in sweep.values:
+                            runs.append(_make_run(config, dataset, fold, data_dir, method, seed, sweep, value))
+    seen: Dict[str, RunSpec] = {}
+    for run in runs:
+        if run.run_dir in seen:
+            raise ConfigError("%s: two runs share the folder %s" % (config.path, run.run_dir))
+        seen[run.run_dir] = run
+    return runs
+
+
+def find_main_py(configured: Optional[str] = None) -> str:
+    """ULTRA's main.py: the configured path, else next to the ``ultra`` package."""
+    if configured:
+        if not os.path.isfile(configured):
+            raise FileNotFoundError("main_py %s does not exist" % configured)
+        return configured
+    import ultra
+
+    candidate = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ultra.__file__))), "main.py")
+    if not os.path.isfile(candidate):
+        raise FileNotFoundError("ULTRA's main.py is not next to the ultra package (%s); set main_py" % candidate)
+    return candidate
+
+
+def default_commands(run: RunSpec) -> Steps:
+    """Train with ULTRA's main.py (seeded), then evaluate on the eval split."""
+    train = [
+        run.python, "-m", "ultra_multr.experiments.seeded_main", "--seed", str(run.seed), find_main_py(run.main_py),
+        "--data_dir", ultra_data_dir(run.data_dir),
+        "--setting_file", os.path.join(run.run_dir, SETTINGS_FILE),
+        "--model_dir", os.path.join(run.run_dir, "model", ""),
+        "--output_dir", os.path.join(run.run_dir, "output", ""),
+    ]
+    for name, value in run.main_args.items():
+        train += ["--%s" % name, str(value)]
+    evaluate = [
+        run.python, "-m", "ultra_multr.experiments.evaluate",
+        "--data_dir", run.data_dir, "--split", run.eval_split,
+        "--setting_file", os.path.join(run.run_dir, SETTINGS_FILE),
+        "--model_dir", os.path.join(run.run_dir, "model"),
+        "--out", run.run_dir, "--tag", run.tag,
+    ]
+    return [("train", train), ("evaluate", evaluate)]
+
+
+def run_status(run: RunSpec) -> str:
+    """"done", "pending", or "stale" (finished under a different configuration)."""
+    path = os.path.join(run.run_dir, DONE_FILE)
+    if not os.path.isfile(path):
+        return "pending"
+    try:
+        with open(path) as handle:
+            fingerprint = json.load(handle).get("fingerprint")
+    except (OSError, json.JSONDecodeError):
+        return "pending"
+    return "done" if fingerprint == run.fingerprint else "stale"
+
+
+def _thread_env(threads: int, seed: int) -> Dict[str, str]:
+    env = dict(os.environ)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[name] = str(threads)
+    env["PYTHONHASHSEED"] = str(seed)
+    return env
+
+
+def _tail(path: str, lines: int = 20) -> str:
+    with open(path, errors="replace") as handle:
+        return "".join(handle.readlines()[-lines:])
+
+
+def execute_run(run: RunSpec, commands: CommandFactory, threads: int) -> Optional[str]:
+    """Run one pending run; returns None on success, else a one-line reason."""
+    if os.path.isdir(run.run_dir):  # left over from an interrupted or failed attempt
+        shutil.rmtree(run.run_dir)
+    os.makedirs(run.run_dir)
+    atomic_write_text(os.path.join(run.run_dir, SETTINGS_FILE), json.dumps(run.settings, indent=1) + "\n")
+    atomic_write_text(
+        os.path.join(run.run_dir, RUN_FILE),
+        json.dumps({**run.info, "fingerprint": run.fingerprint, "main_args": run.main_args}, indent=1) + "\n",
+    )
+    started = time.time()
+    timings = {}
+    for step, argv in commands(run):
+        step_start = time.time()
+        out_path = os.path.join(run.run_dir, step + ".stdout")
+        err_path = os.path.join(run.run_dir, step + ".stderr")
+        with open(out_path, "w") as out, open(err_path, "w") as err:
+            code = subprocess.run(
+                argv, cwd=run.run_dir, env=_thread_env(threads, run.seed), stdout=out, stderr=err, stdin=subprocess.DEVNULL
+            ).returncode
+        timings[step] = round(time.time() - step_start, 2)
+        if code != 0:
+            reason = "step %r exited with code %d (see %s)" % (step, code, err_path)
+            atomic_write_text(
+                os.path.join(run.run_dir, FAILED_FILE),
+                json.dumps({"reason": reason, "argv": argv, "stderr_tail": _tail(err_path)}, indent=1) + "\n",
+            )
+            return reason
+    if not os.path.isfile(os.path.join(run.run_dir, PER_QUERY_CSV)):
+        return "the steps finished but wrote no %s" % PER_QUERY_CSV
+    done = {"fingerprint": run.fingerprint, "seconds": round(time.time() - started, 2), "step_seconds": timings}
+    atomic_write_text(os.path.join(run.run_dir, DONE_FILE), json.dumps(done, indent=1) + "\n")
+    return None
+
+
+@dataclass
+class RunReport:
+    skipped: int
+    finished: int
+    failed: Dict[str, str]  # run_dir -> reason
+
+
+def run_all(
+    runs: Sequence[RunSpec], workers: int = 1, commands: CommandFactory = default_commands, progress: bool = True
+) -> RunReport:
+    """Execute the pending runs, ``workers`` at a time, skipping finished ones.
+
+    Raises:
+        ConfigError: some run folders were finished under a different
+            configuration (nothing is started then).
+    """
+    if workers < 1:
+        raise ValueError("workers must be >= 1, got %d" % workers)
+    statuses = [run_status(run) for run in runs]
+    stale = [run.run_dir for run, status in zip(runs, statuses) if status == "stale"]
+    if stale:
+        raise ConfigError(
+            "%d run folder(s) were finished with a different configuration; delete them or change output_dir: %s"
+            % (len(stale), ", ".join(stale))
+        )
+    pending = [run for run, status in zip(runs, statuses) if status == "pending"]
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    failed: Dict[str, str] = {}
+    from tqdm import tqdm
+
+    with ThreadPoolExecutor(max_workers=workers) as pool, tqdm(
+        total=len(pending), desc="runs", unit="run", disable=None if progress else True
+    ) as bar:
+        futures = {pool.submit(execute_run, run, commands, threads): run for run in pending}
+        for future in as_completed(futures):
+            run = futures[future]
+            try:
+                reason = future.result()
+            except Exception as error:  # a bug or I/O error in one run must not stop the others
+                reason = "%s: %s" % (type(error).__name__, error)
+            if reason is not None:
+                failed[run.run_dir] = reason
+                logger.error("run %s failed: %s", run.run_dir, reason)
+            bar.update(1)
+    return RunReport(skipped=len(runs) - len(pending), finished=len(pending) - len(failed), failed=failed)
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def main(argv: Sequence[str] = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="ultra-multr-run", description="Run an experiment config, or aggregate finished runs."
+    )
+    parser.add_argument("config", nargs="?", help="experiment config JSON")
+    parser.add_argument("--workers", type=int, default=1, help="runs in parallel (default 1)")
+    parser.add_argument("--dry-run", action="store_true", help="list the runs and their status; run nothing")
+    parser.add_argument("--aggregate", metavar="RUNS_DIR", help="only aggregate the finished runs under RUNS_DIR")
+    parser.add_argument("--out", help="output directory of --aggregate")
+    parser.add_argument("--alpha", type=float, default=None, help="significance level (default 0.05)")
+    parser.add_argument("--permutations", type=int, default=None, help="Monte-Carlo permutations (default 10000)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from .aggregate import aggregate
+
+    options = {k: v for k, v in (("alpha", args.alpha), ("n_permutations", args.permutations)) if v is not None}
+    if args.aggregate:
+        if not args.out:
+            parser.error("--aggregate needs --out")
+        for path in aggregate(args.aggregate, args.out, **options):
+            print(path)
+        return 0
+    if not args.config:
+        parser.error("give a CONFIG (or --aggregate RUNS_DIR --out DIR)")
+    try:
+        config = load_config(args.config)
+        runs = expand_runs(config)
+    except (ConfigError, registry.UnknownMethodError) as error:
+        print("error: %s" % error, file=sys.stderr)
+        return 2
+    if args.dry_run:
+        for run in runs:
+            print("%-8s %s" % (run_status(run), run.run_dir))
+            for step, command in default_commands(run):
+                print("    %s: %s" % (step, " ".join(command)))
+        return 0
+    try:
+        report = run_all(runs, workers=args.workers)
+    except ConfigError as error:
+        print("error: %s" % error, file=sys.stderr)
+        return 2
+    print("%d run(s) finished, %d skipped (already done), %d failed" % (report.finished, report.skipped, len(report.failed)))
+    for run_dir, reason in sorted(report.failed.items()):
+        print("  FAILED %s: %s" % (run_dir, reason))
+    if os.path.isdir(config.runs_dir):
+        for path in aggregate(config.runs_dir, config.results_dir, **{**config.significance, **options}):
+            print(path)
+    return 1 if report.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""Run ULTRA's unmodified ``main.py`` with Python's, numpy's and torch's RNGs seeded.
+
+main.py sets no seed: its click simulation draws from ``random`` and the
+models initialise from torch's generator.  This wrapper seeds them and then
+executes main.py as ``__main__`` (``runpy``), exactly as ``python main.py``
+would, so a run is a function of its seed.
+
+Usage::
+
+    python -m ultra_multr.experiments.seeded_main --seed 3 /path/to/main.py [main.py arguments...]
+"""
+from __future__ import annotations
+
+import os
+import random
+import runpy
+import sys
+from typing import List, Sequence
+
+
+def seed_everything(seed: int) -> None:
+    """Seed ``random``, numpy's legacy global generator and torch."""
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2 ** 32)
+    torch.manual_seed(seed)
+
+
+def _parse(argv: Sequence[str]) -> tuple:
+    argv = list(argv)
+    if len(argv) < 3 or argv[0] != "--seed":
+        raise SystemExit("usage: python -m ultra_multr.experiments.seeded_main --seed N MAIN_PY [ARGS...]")
+    try:
+        seed = int(argv[1])
+    except ValueError:
+        raise SystemExit("--seed: expected an integer, got %r" % argv[1]) from None
+    main_py = argv[2]
+    if not os.path.isfile(main_py):
+        raise SystemExit("main.py not found: %s" % main_py)
+    return seed, os.path.abspath(main_py), argv[3:]
+
+
+def main(argv: List[str] = None) -> None:
+    seed, main_py, rest = _parse(sys.argv[1:] if argv is None else argv)
+    seed_everything(seed)
+    sys.argv = [main_py] + rest
+    # `python main.py` puts the script's directory first on sys.path.
+    sys.path.insert(0, os.path.dirname(main_py))
+    runpy.run_path(main_py, run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()
