@@ -104,7 +104,9 @@ def test_dcm_spans_cascade_and_independent_clicks():
     always_go_on = cm.DependentClickModel(CLICK_PROB, [1.0])
     cascade = cm.CascadeModel(CLICK_PROB)
     independent = cm.PositionBasedModel(CLICK_PROB, [1.0])
-    assert torch.equal(never_go_on.log_likelihood(labels, sessions, mask), cascade.log_likelihood(labels, sessions, mask))
+    assert torch.equal(
+        never_go_on.log_likelihood(labels, sessions, mask), cascade.log_likelihood(labels, sessions, mask)
+    )
     assert always_go_on.log_likelihood(labels, sessions, mask).tolist() == pytest.approx(
         independent.log_likelihood(labels, sessions, mask).tolist(), abs=1e-12
     )
@@ -201,7 +203,8 @@ def test_same_click_rates_as_ultras_own_models(adapters, name):
         for t, click in enumerate(original.sampleClicksForOneList(list(labels))[0]):
             totals[t] += click
     ours = adapters.load_click_model(dict(desc)).model
-    expected = ours.click_probabilities(torch.tensor([labels], dtype=torch.float32), torch.ones(1, 12, dtype=torch.bool))[0]
+    as_tensor = torch.tensor([labels], dtype=torch.float32)
+    expected = ours.click_probabilities(as_tensor, torch.ones_like(as_tensor, dtype=torch.bool))[0]
     for t, p in enumerate(expected.tolist()):
         assert abs(totals[t] / samples - p) <= Z * math.sqrt(p * (1 - p) / samples) + 1e-12, t
 

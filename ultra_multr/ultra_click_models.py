@@ -103,7 +103,9 @@ class LabelClickModel(UltraClickModel):
     def __init__(self, model: click_models.ClickModel, generator: Optional[torch.Generator] = None) -> None:
         super().__init__(generator)
         if not isinstance(model, self.pure_class):
-            raise TypeError("%s wraps a %s, got %s" % (type(self).__name__, self.pure_class.__name__, type(model).__name__))
+            raise TypeError(
+                "%s wraps a %s, got %s" % (type(self).__name__, self.pure_class.__name__, type(model).__name__)
+            )
         self.model = model
 
     @classmethod

@@ -1,0 +1,241 @@
+"""The click-simulation feeds: padding, seeding, the click log, ULTRA's feed format."""
+import json
+import types
+
+import numpy as np
+import pytest
+import torch
+
+ultra = pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+
+from ultra_multr import click_models as cm  # noqa: E402
+from ultra_multr import ultra_click_models  # noqa: E402
+from ultra_multr.compat.runtime import batch_from_input_feed  # noqa: E402
+from ultra_multr.config import HParamError  # noqa: E402
+from ultra_multr.data.synthetic import write_synthetic_ultra_dataset  # noqa: E402
+from ultra_multr.feeds import ClickLogFeed, ClickSimulationFeed  # noqa: E402
+
+N = 10  # shown positions; the data's lists have 3..14 documents
+
+
+@pytest.fixture(scope="module")
+def data_set(tmp_path_factory):
+    directory = write_synthetic_ultra_dataset(
+        str(tmp_path_factory.mktemp("data")), {"train": 40}, docs_per_query=(3, 14), max_label=2, seed=5
+    )
+    data = ultra.utils.read_data(directory, "train", None)
+    data.pad(data.rank_list_size)
+    return data
+
+
+def algorithm_stub(n=N):
+    """The attributes ULTRA's learning algorithms give a feed."""
+    return types.SimpleNamespace(
+        rank_list_size=n,
+        letor_features_name="letor_features",
+        docid_inputs_name=["docid_input%d" % i for i in range(n)],
+        labels_name=["label%d" % i for i in range(n)],
+    )
+
+
+@pytest.fixture
+def write_model(tmp_path):
+    def write(desc, name="click_model.json"):
+        path = tmp_path / name
+        path.write_text(json.dumps(desc))
+        return str(path)
+
+    return write
+
+
+def cascade_json(y_max=2):
+    return "settings/click_models/cascade_eps0.1_ymax%d.json" % y_max
+
+
+def as_batch(input_feed, n=N):
+    stub = algorithm_stub(n)
+    return batch_from_input_feed(input_feed, stub.docid_inputs_name, stub.labels_name, torch.device("cpu"))
+
+
+def shown_lists(data, query_idx, n=N):
+    """[B, n] doc ids of the first n slots, -1 where nothing is shown."""
+    return np.array([(list(data.initial_list[q][:n]) + [-1] * n)[:n] for q in query_idx])
+
+
+def test_padded_slots_are_never_shown_nor_clicked(data_set, write_model):
+    # Clicks on every shown document: any click on padding would show at once.
+    always = write_model({"model_name": "position_biased_model", "click_prob": [1.0, 1.0, 1.0], "exam_prob": [1.0]})
+    feed = ClickSimulationFeed(algorithm_stub(), 16, "click_model_json=%s" % always)
+    for _ in range(20):
+        input_feed, info = feed.get_batch(data_set)
+        docs = shown_lists(data_set, info["rank_list_idxs"])
+        batch = as_batch(input_feed)
+        assert torch.equal(batch.mask, torch.from_numpy(docs >= 0))
+        assert torch.equal(batch.labels, batch.mask.float())
+        n_docs = input_feed["letor_features"].shape[0]
+        assert n_docs == int((docs >= 0).sum())
+        assert np.all(np.array(info["input_list"])[docs < 0] == n_docs)
+
+
+def test_padding_in_the_middle_of_a_list(write_model):
+    always = write_model({"model_name": "cascade_model", "click_prob": [1.0, 1.0], "exam_prob": [1.0]})
+    data = types.SimpleNamespace(
+        initial_list=[[0, -1, 1, 2], [-1, 3, -1, -1]],
+        labels=[[1, 0, 0, 1], [0, 1, 0, 0]],
+        features=[[float(i), 1.0] for i in range(4)],
+    )
+    feed = ClickSimulationFeed(algorithm_stub(4), 2, "click_model_json=%s" % always)
+    input_feed, info = feed.get_next_batch(0, data)
+    batch = as_batch(input_feed, 4)
+    assert batch.mask.tolist() == [[True, False, True, True], [False, True, False, False]]
+    # The cascade stops at the first *shown* document.
+    assert batch.labels.tolist() == [[1, 0, 0, 0], [0, 1, 0, 0]]
+    assert batch.features[0, 2].tolist() == [1.0, 1.0] and batch.features[1, 1].tolist() == [3.0, 1.0]
+
+
+def test_feed_round_trips_through_batch_from_input_feed(data_set):
+    feed = ClickSimulationFeed(algorithm_stub(), 8, "oracle_mode=true")
+    input_feed, info = feed.get_next_batch(5, data_set)
+    batch = as_batch(input_feed)
+    assert info["rank_list_idxs"] == list(range(5, 13))
+    docs = shown_lists(data_set, range(5, 13))
+    features = np.asarray(data_set.features, dtype=np.float32)
+    for b, q in enumerate(range(5, 13)):
+        for i in range(N):
+            if docs[b, i] >= 0:
+                assert batch.features[b, i].tolist() == features[docs[b, i]].tolist()
+                assert float(batch.labels[b, i]) == data_set.labels[q][i]
+    for name in ["letor_features"] + algorithm_stub().docid_inputs_name + algorithm_stub().labels_name:
+        assert input_feed[name].dtype == np.float32
+
+
+def test_get_next_batch_visits_every_list_once_as_mains_validation_loop_does(data_set):
+    feed = ClickSimulationFeed(algorithm_stub(), 16, "click_model_json=%s" % cascade_json())
+    seen, index = [], 0
+    while index < len(data_set.initial_list):
+        _, info = feed.get_next_batch(index, data_set, check_validation=False)
+        seen += info["rank_list_idxs"]
+        index += len(info["input_list"])
+    assert seen == list(range(len(data_set.initial_list)))
+
+
+def test_empirical_click_rates_follow_the_click_model(data_set):
+    feed = ClickSimulationFeed(algorithm_stub(), 400, "click_model_json=%s,seed=1" % cascade_json())
+    query = np.full(400, 3)
+    arrays = feed.arrays_for(data_set)
+    clicks = np.concatenate([feed.clicks_for(arrays, query) for _ in range(25)])
+    expected = cm.CascadeModel(cm.graded_click_prob(0.1, 2)).click_probabilities(
+        torch.from_numpy(arrays.labels[3:4]), torch.from_numpy(arrays.mask[3:4])
+    )[0].numpy()
+    tolerance = 4.5 * np.sqrt(expected * (1 - expected) / len(clicks)) + 1e-12
+    assert np.all(np.abs(clicks.mean(axis=0) - expected) <= tolerance)
+
+
+def test_check_validation_keeps_only_lists_with_clicks(data_set):
+    hparams = "click_model_json=settings/click_models/pbm_eta2_eps0.1_ymax2.json"
+    feed = ClickSimulationFeed(algorithm_stub(), 32, hparams)
+    input_feed, info = feed.get_batch(data_set, check_validation=True)
+    assert len(info["rank_list_idxs"]) == 32
+    assert all(sum(clicks) > 0 for clicks in info["click_list"])
+
+
+def test_seed_makes_a_run_repeat_exactly(data_set):
+    def run(seed):
+        feed = ClickSimulationFeed(algorithm_stub(), 8, "click_model_json=%s,seed=%d" % (cascade_json(), seed))
+        return [feed.get_batch(data_set, check_validation=True)[1]["click_list"] for _ in range(5)] + [
+            feed.get_batch(data_set)[1]["rank_list_idxs"]
+        ]
+
+    assert run(3) == run(3)
+    assert run(3) != run(4)
+
+
+def test_click_log_draws_only_logged_sessions(data_set):
+    k = 3
+    feed = ClickLogFeed(algorithm_stub(), 16, "click_model_json=%s,seed=2,sessions_per_query=%d" % (cascade_json(), k))
+    distinct = {}
+    for _ in range(60):
+        _, info = feed.get_batch(data_set, check_validation=True)
+        for q, clicks in zip(info["rank_list_idxs"], info["click_list"]):
+            distinct.setdefault(q, set()).add(tuple(clicks))
+    log = feed.click_log(feed.arrays_for(data_set))
+    assert log.shape == (len(data_set.initial_list), k, N)
+    for q, sessions in distinct.items():
+        assert sessions <= {tuple(map(float, s)) for s in log[q]}
+        assert len(sessions) <= k
+    # Some query shows more than one of its sessions: the draw is not stuck on one.
+    assert max(len(s) for s in distinct.values()) > 1
+
+
+def test_click_log_depends_on_the_seed_only(data_set):
+    hparams = "click_model_json=%s,seed=9,sessions_per_query=4" % cascade_json()
+    first, second = ClickLogFeed(algorithm_stub(), 8, hparams), ClickLogFeed(algorithm_stub(), 8, hparams)
+    for _ in range(3):  # draws made before the log exists must not change it
+        second.get_next_batch(0, data_set)
+    second.generator.manual_seed(123)
+    assert np.array_equal(
+        first.click_log(first.arrays_for(data_set)), second.click_log(second.arrays_for(data_set))
+    )
+
+
+def test_unlimited_click_log_is_the_fresh_click_feed(data_set):
+    hparams = "click_model_json=%s,seed=4" % cascade_json()
+    fresh = ClickSimulationFeed(algorithm_stub(), 8, hparams)
+    unlimited = ClickLogFeed(algorithm_stub(), 8, hparams + ",sessions_per_query=0")
+    for _ in range(3):
+        assert fresh.get_batch(data_set)[1]["click_list"] == unlimited.get_batch(data_set)[1]["click_list"]
+
+
+def test_labels_above_the_click_model_range_are_refused(tmp_path):
+    directory = write_synthetic_ultra_dataset(str(tmp_path), {"train": 5}, max_label=4)
+    data = ultra.utils.read_data(directory, "train", None)
+    feed = ClickSimulationFeed(algorithm_stub(), 4, "click_model_json=%s" % cascade_json(2))
+    with pytest.raises(cm.LabelRangeError, match="train with click_model_json=.*ymax2.json: labels reach 4 .* 0..2"):
+        feed.get_batch(data)
+
+
+def test_bad_hparams_are_refused_with_the_culprit():
+    with pytest.raises(FileNotFoundError, match="click_model_json hparam of ClickSimulationFeed 'missing.json'"):
+        ClickSimulationFeed(algorithm_stub(), 4, "click_model_json=missing.json")
+    with pytest.raises(HParamError, match="click_model_json is required"):
+        ClickSimulationFeed(algorithm_stub(), 4, "seed=1")
+    with pytest.raises(HParamError, match="unknown hyper-parameter 'sessions_per_query'"):
+        ClickSimulationFeed(algorithm_stub(), 4, "oracle_mode=true,sessions_per_query=3")
+    with pytest.raises(HParamError, match="cannot follow dynamic_bias_eta_change"):
+        ClickLogFeed(algorithm_stub(), 4, "click_model_json=x,sessions_per_query=3,dynamic_bias_eta_change=0.5")
+
+
+def test_dynamic_bias_changes_eta_every_interval(data_set):
+    feed = ClickSimulationFeed(
+        algorithm_stub(),
+        4,
+        "click_model_json=settings/click_models/pbm_eta1_eps0.1_ymax2.json,"
+        "dynamic_bias_eta_change=0.5,dynamic_bias_step_interval=3",
+    )
+    for _ in range(7):
+        feed.get_batch(data_set)
+    assert feed.click_model.eta == 2.0
+    assert feed.click_model.exam_prob[1] == pytest.approx(0.5 ** 2)
+
+
+class FirstFeatureClickModel(ultra_click_models.UltraClickModel):
+    """Clicks exactly the documents whose first feature is positive; stands in
+    for a click model that reads features, like a learned simulator."""
+
+    needs_features = True
+
+    @classmethod
+    def from_json(cls, desc, generator=None):
+        return cls(generator)
+
+    def sample_clicks(self, labels, mask, features=None, generator=None):
+        return ((features[..., 0] > 0) & mask).to(labels.dtype)
+
+
+def test_a_click_model_that_reads_features(data_set, write_model):
+    ultra_click_models.register_click_model("first_feature_for_test", FirstFeatureClickModel)
+    path = write_model({"model_name": "first_feature_for_test"})
+    feed = ClickSimulationFeed(algorithm_stub(), 16, "click_model_json=%s" % path)
+    input_feed, _ = feed.get_batch(data_set)
+    batch = as_batch(input_feed)
+    assert torch.equal(batch.labels, ((batch.features[..., 0] > 0) & batch.mask).float())

@@ -1,0 +1,340 @@
+"""Click-simulation input feeds for ULTRA: seeded, vectorised, padding-safe.
+
+:class:`ClickSimulationFeed` is a drop-in for
+``ultra.input_layer.ClickSimulationFeed``: same constructor, methods, input
+feed dictionary and hyper-parameters, plus ``seed``.  Differences:
+
+* padded slots are never shown nor clicked (ULTRA's feed gives them the
+  click probability of label 0, so short lists get clicks on documents that
+  do not exist); padding may be anywhere in a list;
+* the click model comes from :func:`ultra_multr.ultra_click_models.load_click_model_file`:
+  ULTRA's three names or any dotted class path, found relative to the CWD,
+  the settings file or this repository;
+* a data set whose labels exceed the click model's range is refused;
+* every draw comes from the feed's own generator, so a run repeats exactly;
+* sampling is vectorised over the batch, on per-query arrays built once per
+  data set.
+
+:class:`ClickLogFeed` adds the click-log budget: ``sessions_per_query=K``
+samples a fixed log of K sessions per query once (from the seed alone, so
+every method trained with the same seed sees the same log) and draws each
+list's clicks uniformly from its query's logged sessions; K = 0 means fresh
+clicks every time.
+
+The input feed: ``letor_features`` [D, F] float32, the real documents of the
+batch; per position i, ``docid_input{i}`` [B] float32 row indices into it
+(D marks padding) and ``label{i}`` [B] float32 clicks (labels in oracle mode).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Tuple
+
+import numpy as np
+import torch
+from ultra.input_layer import BaseInputFeed
+
+from .config import parse_hparams, require
+from .ultra_click_models import UltraClickModel, load_click_model_file
+
+logger = logging.getLogger(__name__)
+
+#: Sessions sampled per call while building a click log (bounds memory when a
+#: click model needs [rows, N, F] features).
+LOG_CHUNK_ROWS = 4096
+
+
+@dataclass(frozen=True)
+class ClickFeedHParams:
+    """Hyper-parameters of :class:`ClickSimulationFeed` (ULTRA's, plus seed).
+
+    Attributes:
+        click_model_json: click-model JSON file; required unless oracle_mode.
+        oracle_mode: feed relevance labels instead of clicks.
+        dynamic_bias_eta_change: added to the click model's eta every
+            ``dynamic_bias_step_interval`` training batches (0: never).
+        dynamic_bias_step_interval: see above.
+        seed: seed of every random draw of the feed.
+    """
+
+    click_model_json: str = ""
+    oracle_mode: bool = False
+    dynamic_bias_eta_change: float = 0.0
+    dynamic_bias_step_interval: int = 1000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        require(
+            self.oracle_mode or bool(self.click_model_json),
+            "click_model_json is required unless oracle_mode=true",
+        )
+        require(
+            self.dynamic_bias_step_interval > 0,
+            "dynamic_bias_step_interval must be > 0, got %d" % self.dynamic_bias_step_interval,
+        )
+
+
+@dataclass(frozen=True)
+class ClickLogFeedHParams(ClickFeedHParams):
+    """:class:`ClickFeedHParams` plus the click-log budget.
+
+    Attributes:
+        sessions_per_query: K logged sessions per query; 0 = unlimited
+            (fresh clicks for every list).  Ignored in oracle mode.
+    """
+
+    sessions_per_query: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.sessions_per_query >= 0, "sessions_per_query must be >= 0, got %d" % self.sessions_per_query)
+        require(
+            self.sessions_per_query == 0 or self.dynamic_bias_eta_change == 0,
+            "a fixed click log (sessions_per_query=%d) cannot follow dynamic_bias_eta_change=%g"
+            % (self.sessions_per_query, self.dynamic_bias_eta_change),
+        )
+
+
+@dataclass
+class QueryArrays:
+    """One data set's first N positions as arrays (built once per data set).
+
+    Attributes:
+        data_set: the ULTRA Raw_data they come from (kept so that its id,
+            the cache key, cannot be reused by another object).
+        doc_ids: [Q, N] int64 rows of ``features``; -1 at padded slots.
+        labels: [Q, N] float32 relevance labels; 0 at padded slots.
+        mask: [Q, N] bool, True for real documents.
+        features: [R, F] float32 every feature row of the data set.
+        click_log: [Q, K, N] bool logged sessions (ClickLogFeed only).
+    """
+
+    data_set: Any
+    doc_ids: np.ndarray
+    labels: np.ndarray
+    mask: np.ndarray
+    features: np.ndarray
+    click_log: Optional[np.ndarray] = None
+
+    @property
+    def n_queries(self) -> int:
+        return int(self.doc_ids.shape[0])
+
+
+def query_arrays(data_set: Any, n_positions: int) -> QueryArrays:
+    """Read the first ``n_positions`` slots of every list of a ULTRA Raw_data.
+
+    Lists shorter than ``n_positions`` are padded at the tail; slots whose
+    initial_list entry is negative (ULTRA's padding) are padding wherever
+    they are.
+    """
+    n_queries = len(data_set.initial_list)
+    doc_ids = np.full((n_queries, n_positions), -1, dtype=np.int64)
+    labels = np.zeros((n_queries, n_positions), dtype=np.float32)
+    for q, (docs, grades) in enumerate(zip(data_set.initial_list, data_set.labels)):
+        docs = list(docs[:n_positions])
+        doc_ids[q, : len(docs)] = docs
+        grades = list(grades[: len(docs)])
+        labels[q, : len(grades)] = grades
+    mask = doc_ids >= 0
+    return QueryArrays(
+        data_set=data_set,
+        doc_ids=doc_ids,
+        labels=np.where(mask, labels, 0.0).astype(np.float32),
+        mask=mask,
+        features=np.asarray(data_set.features, dtype=np.float32).reshape(len(data_set.features), -1),
+    )
+
+
+def _describe_data_set(data_set: Any) -> str:
+    path = getattr(data_set, "data_path", None)
+    prefix = getattr(data_set, "file_prefix", None)
+    return "data set %s%s" % (path, prefix) if path else "data set"
+
+
+class ClickSimulationFeed(BaseInputFeed):
+    """Drop-in for ``ultra.input_layer.ClickSimulationFeed`` (see the module docstring).
+
+    Hyper-parameters: :class:`ClickFeedHParams`.
+    """
+
+    HPARAMS = ClickFeedHParams
+
+    def __init__(self, model: Any, batch_size: int, hparam_str: str) -> None:
+        self.hparams = parse_hparams(self.HPARAMS, hparam_str, source="%s hparams" % type(self).__name__)
+        # Two independent streams: batches, and (ClickLogFeed) the click log,
+        # so the log depends on the seed only, not on how many batches came first.
+        batch_seed, self.log_seed = (int(s) for s in np.random.SeedSequence(self.hparams.seed).generate_state(2))
+        self.generator = torch.Generator().manual_seed(batch_seed)
+        self.click_model: Optional[UltraClickModel] = None
+        if not self.hparams.oracle_mode:
+            self.click_model = load_click_model_file(
+                self.hparams.click_model_json,
+                self.generator,
+                what="click_model_json hparam of %s" % type(self).__name__,
+            )
+        self.model = model
+        self.rank_list_size = int(model.rank_list_size)
+        self.batch_size = int(batch_size)
+        self.global_batch_count = 0
+        self._arrays: Dict[int, QueryArrays] = {}
+
+    # -- per data set ---------------------------------------------------
+    def arrays_for(self, data_set: Any) -> QueryArrays:
+        """The data set's :class:`QueryArrays`, built and checked on first use."""
+        arrays = self._arrays.get(id(data_set))
+        if arrays is None or arrays.data_set is not data_set or arrays.n_queries != len(data_set.initial_list):
+            arrays = query_arrays(data_set, self.rank_list_size)
+            if self.click_model is not None and arrays.mask.any():
+                self.click_model.check_max_label(
+                    float(arrays.labels[arrays.mask].max()),
+                    "%s with click_model_json=%s" % (_describe_data_set(data_set), self.hparams.click_model_json),
+                )
+            self._arrays[id(data_set)] = arrays
+        return arrays
+
+    # -- clicks -----------------------------------------------------------
+    def sample_sessions(
+        self, arrays: QueryArrays, query_idx: np.ndarray, generator: torch.Generator
+    ) -> np.ndarray:
+        """[B, N] float32 fresh clicks (labels in oracle mode) for the given queries."""
+        labels = arrays.labels[query_idx]
+        if self.click_model is None:
+            return labels
+        mask = arrays.mask[query_idx]
+        features = None
+        if self.click_model.needs_features:
+            rows = arrays.features[np.where(mask, arrays.doc_ids[query_idx], 0)]
+            features = torch.from_numpy(rows * mask[..., None])  # zero vectors at padded slots
+        clicks = self.click_model.sample_clicks(
+            torch.from_numpy(labels), torch.from_numpy(mask), features, generator
+        ).numpy()
+        return np.where(mask, clicks, 0.0).astype(np.float32)
+
+    def clicks_for(self, arrays: QueryArrays, query_idx: np.ndarray) -> np.ndarray:
+        """[B, N] float32 clicks of one batch; the source ClickLogFeed replaces."""
+        return self.sample_sessions(arrays, query_idx, self.generator)
+
+    # -- batches ------------------------------------------------------------
+    def _check_format(self, data_format: str) -> None:
+        if data_format != "ULTRA":
+            raise ValueError("%s reads data_format='ULTRA' only, got %r" % (type(self).__name__, data_format))
+
+    def _feed(
+        self, arrays: QueryArrays, query_idx: np.ndarray, clicks: np.ndarray, check_validation: bool
+    ) -> Tuple[Dict[str, np.ndarray], Dict[str, Any]]:
+        if check_validation:  # ULTRA drops lists without any click
+            keep = clicks.sum(axis=1) > 0
+            query_idx, clicks = query_idx[keep], clicks[keep]
+        mask = arrays.mask[query_idx]
+        letor_features = arrays.features[arrays.doc_ids[query_idx][mask]]
+        n_docs = letor_features.shape[0]
+        # Real documents are numbered in row-major order, as they were stacked.
+        numbering = (np.cumsum(mask.reshape(-1)) - 1).reshape(mask.shape)
+        docid = np.where(mask, numbering, n_docs).astype(np.float32)
+        input_feed = {self.model.letor_features_name: letor_features}
+        for i in range(self.rank_list_size):
+            input_feed[self.model.docid_inputs_name[i]] = docid[:, i]
+            input_feed[self.model.labels_name[i]] = clicks[:, i]
+        info_map = {
+            "rank_list_idxs": query_idx.tolist(),
+            "input_list": docid.astype(np.int64).tolist(),
+            "click_list": clicks.tolist(),
+            "letor_features": letor_features,
+        }
+        return input_feed, info_map
+
+    def get_batch(self, data_set: Any, check_validation: bool = False, data_format: str = "ULTRA"):
+        """A batch of ``batch_size`` lists of uniformly drawn queries (training).
+
+        With ``check_validation`` lists without clicks are dropped and
+        replaced by new draws, as ULTRA does.
+
+        Returns:
+            (input_feed, info_map); info_map has 'rank_list_idxs',
+            'input_list' (docids, D at padding), 'click_list' and
+            'letor_features'.
+        """
+        self._check_format(data_format)
+        arrays = self.arrays_for(data_set)
+        chosen, clicks = [], []
+        n_chosen = 0
+        for _ in range(self.MAX_SAMPLE_ROUND_NUM):
+            query_idx = torch.randint(arrays.n_queries, (self.batch_size,), generator=self.generator).numpy()
+            batch_clicks = self.clicks_for(arrays, query_idx)
+            if check_validation:
+                keep = batch_clicks.sum(axis=1) > 0
+                query_idx, batch_clicks = query_idx[keep], batch_clicks[keep]
+            chosen.append(query_idx)
+            clicks.append(batch_clicks)
+            n_chosen += len(query_idx)
+            if n_chosen >= self.batch_size:
+                break
+        else:
+            raise RuntimeError(
+                "%s: only %d of %d x %d sampled lists had a click; the click model (%s) hardly ever clicks on %s"
+                % (
+                    type(self).__name__,
+                    n_chosen,
+                    self.MAX_SAMPLE_ROUND_NUM,
+                    self.batch_size,
+                    self.hparams.click_model_json,
+                    _describe_data_set(data_set),
+                )
+            )
+        query_idx = np.concatenate(chosen)[: self.batch_size]
+        batch_clicks = np.concatenate(clicks)[: self.batch_size]
+        self._count_batch()
+        return self._feed(arrays, query_idx, batch_clicks, check_validation=False)
+
+    def _count_batch(self) -> None:
+        self.global_batch_count += 1
+        change = self.hparams.dynamic_bias_eta_change
+        if change != 0 and self.click_model is not None:
+            if self.global_batch_count % self.hparams.dynamic_bias_step_interval == 0:
+                self.click_model.setExamProb(self.click_model.eta + change)
+                logger.info("dynamic bias: click model eta is now %.3f", self.click_model.eta)
+
+    def get_next_batch(self, index: int, data_set: Any, check_validation: bool = False, data_format: str = "ULTRA"):
+        """Lists ``index .. index + batch_size - 1`` in order (evaluation)."""
+        self._check_format(data_format)
+        arrays = self.arrays_for(data_set)
+        query_idx = np.arange(index, min(index + self.batch_size, arrays.n_queries))
+        return self._feed(arrays, query_idx, self.clicks_for(arrays, query_idx), check_validation)
+
+    def get_data_by_index(self, data_set: Any, index: int, check_validation: bool = False):
+        """The single list ``index`` (none if check_validation drops it)."""
+        arrays = self.arrays_for(data_set)
+        query_idx = np.array([index])
+        return self._feed(arrays, query_idx, self.clicks_for(arrays, query_idx), check_validation)
+
+
+class ClickLogFeed(ClickSimulationFeed):
+    """:class:`ClickSimulationFeed` drawing clicks from a fixed log of
+    ``sessions_per_query`` sessions per query (hyper-parameters:
+    :class:`ClickLogFeedHParams`).  Every click it feeds, in training and
+    evaluation batches, is a logged session of that query."""
+
+    HPARAMS = ClickLogFeedHParams
+
+    def click_log(self, arrays: QueryArrays) -> np.ndarray:
+        """[Q, K, N] bool: the data set's log, sampled on first use from the
+        seed alone."""
+        if arrays.click_log is None:
+            k = self.hparams.sessions_per_query
+            generator = torch.Generator().manual_seed(self.log_seed)
+            rows = np.repeat(np.arange(arrays.n_queries), k)
+            sessions = [
+                self.sample_sessions(arrays, rows[start : start + LOG_CHUNK_ROWS], generator)
+                for start in range(0, len(rows), LOG_CHUNK_ROWS)
+            ]
+            arrays.click_log = np.concatenate(sessions).reshape(arrays.n_queries, k, -1) > 0
+            logger.info("sampled a click log of %d sessions for each of %d queries", k, arrays.n_queries)
+        return arrays.click_log
+
+    def clicks_for(self, arrays, query_idx):
+        if self.click_model is None or self.hparams.sessions_per_query == 0:
+            return super().clicks_for(arrays, query_idx)
+        pick = torch.randint(self.hparams.sessions_per_query, (len(query_idx),), generator=self.generator).numpy()
+        return self.click_log(arrays)[query_idx, pick].astype(np.float32)
