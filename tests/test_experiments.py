@@ -223,6 +223,12 @@ def test_runner_config_expansion_and_paths(tmp_path):
     assert sweep_run.data_dir == str(tmp_path / "data1")
     assert "click_model_json=%s" % (tmp_path / "cascade.json") in sweep_run.settings["train_input_hparams"]
     assert sweep_run.main_args["max_train_iteration"] == 10
+    # The run's seed reaches the algorithm and the feed, unless the config pins one.
+    seed1 = next(r for r in runs if r.seed == 1)
+    assert "seed=1" in seed1.settings["learning_algorithm_hparams"].split(",")
+    assert "seed=1" in seed1.settings["train_input_hparams"].split(",")
+    pinned = load_config(_write_config(tmp_path, settings={"train_input_hparams": {"seed": 7}}))
+    assert all("seed=7" in r.settings["train_input_hparams"].split(",") for r in expand_runs(pinned))
 
 
 def test_runner_unknown_method_lists_known_ones(tmp_path):

@@ -37,8 +37,9 @@ HPARAM_SECTIONS = (
 )
 
 #: Settings every run starts from (the paper's protocol; a config overrides).
+#: The train feed is ours: ULTRA's drop-in, seeded and padding-safe.
 DEFAULT_SECTIONS: Dict[str, Any] = {
-    "train_input_feed": "ultra.input_layer.ClickSimulationFeed",
+    "train_input_feed": "ultra_multr.feeds.ClickSimulationFeed",
     "train_input_hparams": {},
     "valid_input_feed": "ultra.input_layer.DirectLabelFeed",
     "valid_input_hparams": {},

@@ -38,7 +38,9 @@ Other keys: ``main_py`` (default: next to the ``ultra`` package), ``python``
 ``extra_methods`` ({name: {label, role, learning_algorithm,
 learning_algorithm_hparams, train_input_hparams}}), ``significance``
 ({alpha, n_permutations, seed}).  A dataset given as a string is one fold
-named "all".  A sweep may add ``overrides`` (sections applied to all its
+named "all".  Each run's seed is also passed as ``seed=`` in
+``learning_algorithm_hparams`` and ``train_input_hparams`` unless the config
+sets one there (e.g. to keep one click log across seeds).  A sweep may add ``overrides`` (sections applied to all its
 values); its ``section`` may be ``main_args``.  Hparam values whose name ends
 in ``_json``, ``_path``, ``_file`` or ``_dir`` are paths.
 """
@@ -81,6 +83,9 @@ MAIN_ARGS = {
     "selection_bias_cutoff": int,
     "max_list_cutoff": int,
 }
+#: Hparam sections that get ``seed=<run seed>`` unless the config sets one
+#: (ultra_multr's algorithms and feeds take a seed; ULTRA's ignore unknown names).
+SEEDED_SECTIONS = ("learning_algorithm_hparams", "train_input_hparams")
 DEFAULT_MAIN_ARGS = {"batch_size": 256, "max_train_iteration": 10000, "steps_per_checkpoint": 50}
 _CONFIG_KEYS = {
     "output_dir", "datasets", "methods", "seeds", "settings", "method_overrides", "main_args", "sweeps",
@@ -368,8 +373,13 @@ def _make_run(
         if sweep.section == "main_args":
             main_args[sweep.parameter] = value
         else:
-            sections = merge_sections(sections, {sweep.section: {sweep.parameter: value}})
+            setting = value
+            if isinstance(value, str) and sweep.parameter.endswith(_PATH_SUFFIXES):
+                setting = _resolve(os.path.dirname(config.path), value)
+            sections = merge_sections(sections, {sweep.section: {sweep.parameter: setting}})
         variant = _safe_name("%s=%s" % (sweep.parameter, _format_value(value)))
+    for key in SEEDED_SECTIONS:  # unless the config pins a seed there
+        sections[key] = {"seed": seed, **sections.get(key, {})}
     params = registry.RunParameters(dataset=dataset, fold=fold, seed=seed, sections=sections)
     run_dir = os.path.join(config.runs_dir, dataset, fold, method_name, *([variant] if variant else []), "seed%d" % seed)
     info = {
@@ -608,7 +618,7 @@ def main(argv: Sequence[str] = None) -> int:
     print("%d run(s) finished, %d skipped (already done), %d failed" % (report.finished, report.skipped, len(report.failed)))
     for run_dir, reason in sorted(report.failed.items()):
         print("  FAILED %s: %s" % (run_dir, reason))
-    if os.path.isdir(config.runs_dir):
+    if report.finished + report.skipped > 0:
         for path in aggregate(config.runs_dir, config.results_dir, **{**config.significance, **options}):
             print(path)
     return 1 if report.failed else 0
