@@ -39,6 +39,32 @@ def listwise_document_losses(scores: torch.Tensor, mask: torch.Tensor) -> torch.
     return -masked_log_softmax(scores, mask)
 
 
+PROBABILITY_FUNCTIONS = ("softmax", "sigmoid")
+
+
+def logits_to_probability(logits: torch.Tensor, mask: torch.Tensor, kind: str = "softmax") -> torch.Tensor:
+    """DLA's map from logits to (relative) probabilities, over valid slots.
+
+    "softmax": softmax over the list; "sigmoid": ``sigmoid(logit - mean)``
+    (ULTRA's ``sigmoid_prob``), the mean taken over valid slots.
+
+    Args:
+        logits: [B, N]; mask: [B, N] bool.
+
+    Returns:
+        [B, N]; padded slots hold 1 (a harmless divisor), never used.
+    """
+    if kind == "softmax":
+        probs = torch.exp(masked_log_softmax(logits, mask))
+    elif kind == "sigmoid":
+        valid = mask.to(logits.dtype)
+        mean = (logits * valid).sum(-1, keepdim=True) / valid.sum(-1, keepdim=True).clamp(min=1.0)
+        probs = torch.sigmoid(logits - mean)
+    else:
+        raise ValueError("logits_to_prob must be one of %s, got %r" % (PROBABILITY_FUNCTIONS, kind))
+    return torch.where(mask, probs, torch.ones_like(probs))
+
+
 def ipw_weights(propensity: torch.Tensor, mask: torch.Tensor, max_weight: float = -1.0) -> torch.Tensor:
     """DLA's inverse propensity weights, normalised to position 1.
 

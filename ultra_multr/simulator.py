@@ -160,15 +160,44 @@ def _keep_where(valid: torch.Tensor, new: Tuple[torch.Tensor, ...], old: Tuple[t
     return tuple(torch.where(keep, n, o) for n, o in zip(new, old))
 
 
-def _select_pair(tables: torch.Tensor, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
-    """[2, R, G] tables -> [2, M, G]: rows ``first`` of table 0, ``second`` of table 1."""
-    if torch.is_grad_enabled() and tables.requires_grad:
-        return torch.stack([tables[0].index_select(0, first), tables[1].index_select(0, second)])
-    # Sampling path: write straight into one buffer (out= has no autograd).
-    pair = tables.new_empty((2, first.shape[0], tables.shape[-1]))
-    torch.index_select(tables[0], 0, first, out=pair[0])
-    torch.index_select(tables[1], 0, second, out=pair[1])
-    return pair
+class _Layout:
+    """Which per-document row each list shows at each position.
+
+    Args:
+        order: [B, P, N] slot shown at each position; shown: [B, P, N] bool.
+        slots: N of the per-document tables (rows are ``b * N + slot``).
+
+    Attributes:
+        shown: [N, M] bool with M = B * P lists.
+    """
+
+    def __init__(self, order: torch.Tensor, shown: torch.Tensor, slots: int) -> None:
+        batch, lists, positions = order.shape
+        self.lists, self.slots = batch * lists, positions
+        self.shown = shown.permute(2, 0, 1).reshape(positions, self.lists)
+        identity = torch.arange(positions, device=order.device)
+        # Observed lists (training): a strided view replaces the gather, and
+        # autograd then avoids a zero-filled table-sized gradient per step.
+        self.identity = lists == 1 and positions == slots and bool((order == identity).all())
+        offsets = (torch.arange(batch, device=order.device) * slots).view(batch, 1, 1)
+        self.rows = (order + offsets).permute(2, 0, 1).reshape(positions, self.lists)
+
+    def select(self, table: torch.Tensor, t: int) -> torch.Tensor:
+        """[B*N, G] per-document table -> [M, G] rows shown at position t."""
+        if self.identity:
+            return table.view(self.lists, self.slots, -1)[:, t]
+        return table.index_select(0, self.rows[t])
+
+    def select_pair(self, tables: torch.Tensor, first: int, second: int) -> torch.Tensor:
+        """[2, B*N, G] -> [2, M, G]: table 0 at position ``first``, table 1 at ``second``."""
+        if self.identity:
+            view = tables.view(2, self.lists, self.slots, -1)
+            return torch.stack([view[0, :, first], view[1, :, second]])
+        pair = tables.new_empty((2, self.lists, tables.shape[-1]))
+        # out= has no autograd; re-rankings are only ever sampled without grad.
+        torch.index_select(tables[0], 0, self.rows[first], out=pair[0])
+        torch.index_select(tables[1], 0, self.rows[second], out=pair[1])
+        return pair
 
 
 @dataclass
@@ -225,25 +254,15 @@ class ContextAwareUserSimulator(nn.Module):
         decoder = self.decoder.project(self.document_projection(docs), hidden, 2 * hidden)
         return DocumentGates(encoder=encoder, decoder=decoder, slots=slots)
 
-    def _context(self, gates: DocumentGates, rows_by_position: torch.Tensor, shown: torch.Tensor) -> torch.Tensor:
-        """BiLSTM context of every list.
-
-        Args:
-            rows_by_position: [N, M] row of ``gates`` shown at each position of
-                each of the M lists.
-            shown: [N, M] bool.
-
-        Returns:
-            [M, H] context h_pi.
-        """
-        slots, lists = rows_by_position.shape
+    def _context(self, gates: DocumentGates, layout: "_Layout") -> torch.Tensor:
+        """BiLSTM context h_pi [M, H] of every list of ``layout``."""
         weight = torch.stack([self.encoder_forward.recurrent_weight(), self.encoder_backward.recurrent_weight()])
-        state = self.encoder_forward.initial_state(lists, gates.decoder)
+        state = self.encoder_forward.initial_state(layout.lists, gates.decoder)
         state = tuple(torch.stack([s, s]) for s in state)  # [2, M, H]: forward, backward
-        for t in range(slots):
-            back = slots - 1 - t  # both directions advance in one batched step
-            pre = _select_pair(gates.encoder, rows_by_position[t], rows_by_position[back])
-            valid = torch.stack([shown[t], shown[back]])
+        for t in range(layout.slots):
+            back = layout.slots - 1 - t  # both directions advance in one batched step
+            pre = layout.select_pair(gates.encoder, t, back)
+            valid = torch.stack([layout.shown[t], layout.shown[back]])
             state = _keep_where(valid, self.encoder_forward.step(pre, state, weight), state)
         return self.context(torch.cat([state[0][0], state[0][1]], dim=-1))
 
@@ -277,12 +296,8 @@ class ContextAwareUserSimulator(nn.Module):
         batch, lists, slots = order.shape
         rows = batch * lists
         hidden = self.config.hidden_size
-        offsets = (torch.arange(batch, device=order.device) * gates.slots).view(batch, 1, 1)
-        rows_by_position = (order + offsets).permute(2, 0, 1).reshape(slots, rows)
-        shown_by_position = shown.permute(2, 0, 1).reshape(slots, rows)
-        context_gates = self.decoder.project(
-            self.context_projection(self._context(gates, rows_by_position, shown_by_position)), 0, hidden
-        )
+        layout = _Layout(order, shown, gates.slots)
+        context_gates = self.decoder.project(self.context_projection(self._context(gates, layout)), 0, hidden)
         actions = self.decoder.project(self.action_projection(self.action_embedding.weight), 2 * hidden, 3 * hidden)
         positions = self.decoder.project(self.position_embedding.weight[:slots], 3 * hidden)  # [N, G]
         # Constant part per position: position, bias and the "skip" (or, at
@@ -290,20 +305,18 @@ class ContextAwareUserSimulator(nn.Module):
         previous_action = torch.full((slots,), SKIP, dtype=torch.long, device=order.device)
         previous_action[0] = UNKNOWN
         constant = positions + actions[previous_action] + self.decoder.input_bias()  # [N, G]
-        # [B*N*N, G]: row (document * N + position) = document block + constant.
-        table = (gates.decoder.unsqueeze(1) + constant.unsqueeze(0)).reshape(-1, constant.shape[-1])
         weight = self.decoder.with_extra_input((actions[CLICK] - actions[SKIP]).unsqueeze(0))
         given = None if given_clicks is None else given_clicks.permute(2, 0, 1).reshape(slots, rows)
         state = self.decoder.initial_state(rows, context_gates)
         previous_click = context_gates.new_zeros((rows, 1))
         logits, clicks = [], []
         for t in range(slots):
-            pre = table.index_select(0, rows_by_position[t] * slots + t).add_(context_gates)
+            pre = layout.select(gates.decoder, t) + (context_gates + constant[t])
             step = self.decoder.step(pre, state, weight, previous_click, weight[hidden:])
-            state = _keep_where(shown_by_position[t], step, state)
+            state = _keep_where(layout.shown[t], step, state)
             logit = self.click_head(state[0]).squeeze(-1)
             click = self._next_action(logit, None if given is None else given[t], teacher_forcing_ratio, generator)
-            click = click * shown_by_position[t].to(click.dtype)
+            click = click * layout.shown[t].to(click.dtype)
             previous_click = click.unsqueeze(-1)
             logits.append(logit)
             clicks.append(click)

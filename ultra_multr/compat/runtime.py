@@ -187,3 +187,25 @@ def ranking_metrics(
         for cutoff, value in zip(cutoffs, results):
             values["%s_%d" % (metric, cutoff)] = float(value)
     return values
+
+
+def requested_selection_bias_cutoff(exp_settings: dict) -> Optional[int]:
+    """The cutoff the user asked main.py for, before main.py clamps it.
+
+    main.py overwrites ``exp_settings['selection_bias_cutoff']`` with
+    ``min(cutoff, longest list)`` without a word; we re-read the request from
+    the settings file or the command line.  None when not run by main.py.
+    """
+    import json
+
+    args = main_args()
+    if args is None:
+        return None
+    try:
+        with open(args.setting_file) as handle:
+            in_file = json.load(handle).get("selection_bias_cutoff")
+    except (OSError, ValueError):
+        in_file = None
+    if in_file is not None:
+        return int(in_file)
+    return int(args.selection_bias_cutoff) if args.selection_bias_cutoff > 0 else None

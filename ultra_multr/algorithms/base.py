@@ -1,0 +1,239 @@
+"""Common plumbing of our ULTRA learning algorithms.
+
+ULTRA's ``main.py`` drives an algorithm through three calls: the constructor
+``(data_set, exp_settings)``, ``train(input_feed) -> (loss, None, summary)``
+and ``validation(input_feed) -> (None, scores, summary)``, and reads the
+attributes ``model``, ``global_step``, ``learning_rate``, ``rank_list_size``,
+``feature_size``, ``letor_features_name``, ``docid_inputs_name`` and
+``labels_name``.  :class:`PluginAlgorithm` implements that contract once;
+subclasses provide :meth:`PluginAlgorithm.training_loss`.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import random
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from ultra.learning_algorithm.base_algorithm import BaseAlgorithm
+
+from ..compat import runtime
+from ..config import parse_hparams, require
+
+LOGGER = logging.getLogger("ultra_multr")
+GRAD_STRATEGIES = ("ada", "sgd")
+
+
+def ensure_console_logging() -> None:
+    """Show our INFO progress under main.py, which configures no logging."""
+    if not logging.getLogger().handlers and not LOGGER.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("[ultra_multr] %(message)s"))
+        LOGGER.addHandler(handler)
+        LOGGER.setLevel(logging.INFO)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, numpy and torch.
+
+    ULTRA's feeds draw queries with the global ``random`` module and main.py
+    builds the algorithm before the feeds, so seeding here makes a whole CPU
+    run of main.py repeat exactly.
+    """
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+@dataclass(frozen=True)
+class AlgorithmConfig:
+    """Hyper-parameters every algorithm of ours accepts.
+
+    Attributes:
+        learning_rate: ranker learning rate.
+        max_gradient_norm: clip each parameter group's gradient norm (<= 0: off).
+        l2_loss: L2 weight on the ranker's parameters.
+        grad_strategy: "ada" (Adagrad, ULTRA's default) or "sgd".
+        rebuild_optimizer_each_step: ULTRA's DLA builds a new Adagrad every
+            step, which makes every update ``lr * sign(grad)``; True
+            reproduces that for parity with published ULTRA numbers.
+        seed: seed of every random number generator (None: not seeded).
+        device: "auto" (CUDA when available), "cpu", "cuda" or "cuda:K".
+        log_every: log the training losses every this many steps (0: never).
+    """
+
+    learning_rate: float = 0.05
+    max_gradient_norm: float = 5.0
+    l2_loss: float = 0.0
+    grad_strategy: str = "ada"
+    rebuild_optimizer_each_step: bool = False
+    seed: Optional[int] = None
+    device: str = "auto"
+    log_every: int = 50
+
+    def __post_init__(self) -> None:
+        require(self.learning_rate > 0, "learning_rate must be > 0, got %r" % self.learning_rate)
+        require(
+            self.grad_strategy in GRAD_STRATEGIES,
+            "grad_strategy must be one of %s, got %r" % (GRAD_STRATEGIES, self.grad_strategy),
+        )
+        require(self.l2_loss >= 0, "l2_loss must be >= 0, got %r" % self.l2_loss)
+
+
+class Optimizers:
+    """One optimizer per parameter group, created once.
+
+    Args:
+        groups: (parameters, learning rate) pairs, each stepped by its own
+            optimizer with its own gradient-norm clipping (as DLA does).
+        grad_strategy: "ada" or "sgd".
+        max_gradient_norm: clip threshold (<= 0: no clipping).
+        rebuild_each_step: recreate the optimizers before every step
+            (ULTRA's behaviour, kept for parity only).
+    """
+
+    def __init__(
+        self,
+        groups: Sequence[Tuple[List[torch.nn.Parameter], float]],
+        grad_strategy: str,
+        max_gradient_norm: float,
+        rebuild_each_step: bool = False,
+    ) -> None:
+        factory = torch.optim.Adagrad if grad_strategy == "ada" else torch.optim.SGD
+        self._make: Callable[[], List[torch.optim.Optimizer]] = lambda: [
+            factory(params, lr=lr) for params, lr in groups
+        ]
+        self._groups = [params for params, _ in groups]
+        self._optimizers = self._make()
+        self._max_norm = max_gradient_norm
+        self._rebuild = rebuild_each_step
+
+    def step(self, loss: torch.Tensor) -> None:
+        if self._rebuild:
+            self._optimizers = self._make()
+        for optimizer in self._optimizers:
+            optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self._max_norm > 0:
+            for params in self._groups:
+                torch.nn.utils.clip_grad_norm_(params, self._max_norm)
+        for optimizer in self._optimizers:
+            optimizer.step()
+
+
+class PluginAlgorithm(BaseAlgorithm):
+    """ULTRA's algorithm contract, implemented once for our algorithms."""
+
+    config_class = AlgorithmConfig
+
+    def __init__(self, data_set, exp_settings: dict) -> None:  # noqa: D401 - ULTRA's signature
+        ensure_console_logging()
+        runtime.check_main_flags()
+        self.exp_settings = exp_settings
+        name = exp_settings.get("learning_algorithm", type(self).__name__)
+        self.hparams = parse_hparams(
+            self.config_class,
+            exp_settings.get("learning_algorithm_hparams", ""),
+            "learning_algorithm_hparams of %s" % name,
+        )
+        self.device = runtime.choose_device(self.hparams.device)
+        if self.hparams.seed is not None:
+            seed_everything(self.hparams.seed)
+        self.max_candidate_num = int(exp_settings["max_candidate_num"])
+        self.rank_list_size = int(exp_settings.get("selection_bias_cutoff", self.max_candidate_num))
+        self.feature_size = int(data_set.feature_size)
+        self.letor_features_name = "letor_features"
+        self.docid_inputs_name = ["docid_input{0}".format(i) for i in range(self.max_candidate_num)]
+        self.labels_name = ["label{0}".format(i) for i in range(self.max_candidate_num)]
+        self.model = runtime.create_ranking_model(exp_settings, self.feature_size, self.device)
+        self.learning_rate = self.hparams.learning_rate
+        self.global_step = 0
+        self.train_summary: Dict[str, float] = runtime.EMPTY_SUMMARY
+        self.eval_summary: Dict[str, float] = {}
+        self.output = None
+        self._optimizers: Optional[Optimizers] = None
+
+    # -- for subclasses --------------------------------------------------
+    def parameter_groups(self) -> List[Tuple[List[torch.nn.Parameter], float]]:
+        """(parameters, learning rate) per optimizer; default: the ranker."""
+        return [(list(self.model.parameters()), self.hparams.learning_rate)]
+
+    def training_loss(self, batch: runtime.Batch) -> Tuple[torch.Tensor, Dict[str, float]]:
+        """The loss of one training batch and named parts for logging."""
+        raise NotImplementedError
+
+    # -- shared helpers --------------------------------------------------
+    def batch(self, input_feed: Dict[str, np.ndarray], list_size: int) -> runtime.Batch:
+        return runtime.batch_from_input_feed(
+            input_feed, self.docid_inputs_name[:list_size], self.labels_name[:list_size], self.device
+        )
+
+    def scores(self, batch: runtime.Batch) -> torch.Tensor:
+        """Ranker scores [B, L] of a batch."""
+        flat = batch.features.reshape(-1, batch.features.shape[-1])
+        return runtime.score_documents(self.model, flat).reshape(batch.mask.shape)
+
+    def ranker_l2(self) -> torch.Tensor:
+        return self.hparams.l2_loss * sum((p * p).sum() for p in self.model.parameters()) / 2.0
+
+    # -- ULTRA's contract ------------------------------------------------
+    def train(self, input_feed: Dict[str, np.ndarray]):
+        """One update. Returns (loss, None, summary) as ULTRA's main.py expects."""
+        if self._optimizers is None:
+            self._check_list_size()
+            self._optimizers = Optimizers(
+                self.parameter_groups(),
+                self.hparams.grad_strategy,
+                self.hparams.max_gradient_norm,
+                self.hparams.rebuild_optimizer_each_step,
+            )
+        self.model.train()
+        batch = self.batch(input_feed, self.rank_list_size)
+        loss, parts = self.training_loss(batch)
+        if self.hparams.l2_loss > 0:
+            loss = loss + self.ranker_l2()
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            raise FloatingPointError(
+                "non-finite training loss %r at step %d (%s); stopping rather than training on it"
+                % (value, self.global_step, ", ".join("%s=%.4g" % kv for kv in parts.items()))
+            )
+        self._optimizers.step(loss)
+        self.global_step += 1
+        if self.hparams.log_every and self.global_step % self.hparams.log_every == 0:
+            LOGGER.info(
+                "step %d loss %.4f (%s)",
+                self.global_step,
+                value,
+                ", ".join("%s %.4f" % kv for kv in parts.items()),
+            )
+        return value, None, self.train_summary
+
+    def validation(self, input_feed: Dict[str, np.ndarray], is_online_simulation: bool = False):
+        """Scores all candidates; returns (None, scores [B, L], metrics)."""
+        self.model.eval()
+        batch = self.batch(input_feed, self.max_candidate_num)
+        with torch.no_grad():
+            scores = self.scores(batch)
+        self.output = scores.masked_fill(~batch.mask, self.PADDING_SCORE)
+        if not is_online_simulation:
+            self.eval_summary = runtime.ranking_metrics(
+                batch.labels,
+                scores,
+                batch.mask,
+                list(self.exp_settings.get("metrics", ["ndcg"])),
+                list(self.exp_settings.get("metrics_topn", [10])),
+            )
+        return None, self.output, self.eval_summary
+
+    def _check_list_size(self) -> None:
+        requested = runtime.requested_selection_bias_cutoff(self.exp_settings)
+        if requested is not None and requested > self.rank_list_size:
+            raise ValueError(
+                "selection_bias_cutoff %d is longer than the longest list in the data (%d documents); "
+                "ULTRA's main.py silently shortens it. Set --selection_bias_cutoff %d or less."
+                % (requested, self.rank_list_size, self.rank_list_size)
+            )

@@ -1,0 +1,94 @@
+"""DLA (Ai et al., SIGIR 2018) on ultra_multr's plumbing.
+
+The propensity model is ULTRA's own ``DenoisingNet`` and the losses are
+ULTRA's ``softmax_loss`` semantics (:func:`ultra_multr.losses.dla_softmax_loss`),
+so this is DLA as ULTRA defines it, minus ULTRA's defects: padded slots are
+masked out of both softmaxes, ``max_propensity_weight`` really clamps, the
+optimizers are created once (switch ``rebuild_optimizer_each_step`` for
+parity), one device, no SummaryWriter.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Tuple
+
+import torch
+from ultra.learning_algorithm.dla import DenoisingNet
+
+from .. import losses
+from ..compat.runtime import Batch
+from ..config import require
+from .base import AlgorithmConfig, PluginAlgorithm
+
+
+@dataclass(frozen=True)
+class DLAConfig(AlgorithmConfig):
+    """DLA's hyper-parameters (ULTRA's names and defaults).
+
+    Attributes:
+        loss_func: only "softmax_loss" (the listwise loss MULTR builds on).
+        logits_to_prob: "softmax" or "sigmoid".
+        propensity_learning_rate: < 0 means the ranker's learning rate.
+        ranker_loss_weight: weight of the ranking loss against the examination loss.
+        max_propensity_weight: clamp of the inverse propensity weights (<= 0: none).
+    """
+
+    loss_func: str = "softmax_loss"
+    logits_to_prob: str = "softmax"
+    propensity_learning_rate: float = -1.0
+    ranker_loss_weight: float = 1.0
+    max_propensity_weight: float = -1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.loss_func == "softmax_loss", "loss_func must be 'softmax_loss', got %r" % self.loss_func)
+        require(
+            self.logits_to_prob in losses.PROBABILITY_FUNCTIONS,
+            "logits_to_prob must be one of %s, got %r" % (losses.PROBABILITY_FUNCTIONS, self.logits_to_prob),
+        )
+
+
+class DLA(PluginAlgorithm):
+    """Dual Learning Algorithm: a propensity model and a ranker learnt jointly."""
+
+    config_class = DLAConfig
+
+    def __init__(self, data_set, exp_settings: dict) -> None:
+        super().__init__(data_set, exp_settings)
+        self.propensity_model = DenoisingNet(self.rank_list_size).to(self.device)
+        rate = self.hparams.propensity_learning_rate
+        self.propensity_learning_rate = rate if rate > 0 else self.hparams.learning_rate
+
+    def parameter_groups(self) -> List[Tuple[List[torch.nn.Parameter], float]]:
+        return [
+            (list(self.propensity_model.parameters()), self.propensity_learning_rate),
+            (list(self.model.parameters()), self.hparams.learning_rate),
+        ]
+
+    def propensity_weights(self, propensity_logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Inverse propensity weights [B, N] from DLA's propensity logits."""
+        probs = losses.logits_to_probability(propensity_logits, mask, self.hparams.logits_to_prob)
+        return losses.ipw_weights(probs, mask, self.hparams.max_propensity_weight)
+
+    def ranking_loss(
+        self, batch: Batch, scores: torch.Tensor, weights: torch.Tensor
+    ) -> Tuple[torch.Tensor, Dict[str, float]]:
+        """DLA's propensity-weighted listwise loss; MULTR replaces it."""
+        return losses.dla_softmax_loss(scores, batch.labels, weights, batch.mask), {}
+
+    def training_loss(self, batch: Batch) -> Tuple[torch.Tensor, Dict[str, float]]:
+        self.propensity_model.train()
+        scores = self.scores(batch)
+        # DenoisingNet reads one [B] tensor per position (only for its shape).
+        propensity_logits = self.propensity_model(batch.labels.t())
+        with torch.no_grad():
+            weights = self.propensity_weights(propensity_logits, batch.mask)
+            relevance_weights = losses.ipw_weights(
+                losses.logits_to_probability(scores, batch.mask, self.hparams.logits_to_prob),
+                batch.mask,
+                self.hparams.max_propensity_weight,
+            )
+        rank_loss, parts = self.ranking_loss(batch, scores, weights)
+        exam_loss = losses.dla_softmax_loss(propensity_logits, batch.labels, relevance_weights, batch.mask)
+        parts = dict(parts, rank_loss=float(rank_loss.detach()), exam_loss=float(exam_loss.detach()))
+        return exam_loss + self.hparams.ranker_loss_weight * rank_loss, parts
