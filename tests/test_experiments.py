@@ -252,7 +252,12 @@ def test_runner_resumes_and_skips_finished_runs(tmp_path):
     assert all(line.split()[2] == str(max(1, (os.cpu_count() or 1) // 2)) for line in calls())
 
     os.remove(crash)
+    leftover = os.path.join(failed_dir, "model", "partial.ckpt")  # as a killed run leaves it
+    os.makedirs(os.path.dirname(leftover))
+    open(leftover, "w").close()
     report = run_all(runs, workers=2, commands=commands, progress=False)
+    assert not os.path.exists(leftover)  # restarted from a clean folder, not resumed mid-training
+    assert os.path.exists(os.path.join(failed_dir, "done.json"))
     assert report.finished == 4 and report.skipped == 4 and not report.failed
     assert sorted(line.split()[0] for line in calls()[8:]) == ["multr"] * 4  # only the crashed ones re-ran
 
@@ -405,3 +410,47 @@ def test_seeded_main_runs_script_as_main_with_seed(tmp_path):
     finally:
         sys.argv[:], sys.path[:] = saved
     assert first[0] == ["--flag", "x"]
+
+
+def test_runner_trains_through_ultra_main_and_matches_ultra_evaluation(tmp_path):
+    """One DLA run through ULTRA's unmodified main.py; our test metrics equal main.py --test_only's."""
+    pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+    import re
+    import subprocess
+
+    from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
+    from ultra_multr.experiments.runner import find_main_py
+
+    try:
+        main_py = find_main_py()
+    except FileNotFoundError as error:
+        pytest.skip(str(error))
+    write_synthetic_ultra_dataset(str(tmp_path / "data"), {"train": 16, "valid": 6, "test": 8}, n_features=8)
+    (tmp_path / "click.json").write_text(json.dumps(
+        {"model_name": "position_biased_model", "eta": 1.0, "click_prob": [0.1, 0.3, 0.5, 0.7, 1.0],
+         "exam_prob": [1.0 / (i + 1) for i in range(15)]}
+    ))
+    config = _write_config(
+        tmp_path, datasets={"toy": "data"}, methods=["dla"], seeds=[0],
+        settings={"train_input_hparams": {"click_model_json": "click.json"},
+                  "ranking_model_hparams": {"hidden_layer_sizes": [8]}},
+        main_args={"batch_size": 8, "max_train_iteration": 4, "steps_per_checkpoint": 2},
+    )
+    (run,) = expand_runs(load_config(config))
+    report = run_all([run], progress=False)
+    assert not report.failed, report.failed
+    summary = json.loads(open(os.path.join(run.run_dir, "metrics.json")).read())
+    assert summary["n_queries"] == 8
+
+    ultra_test = subprocess.run(
+        [sys.executable, main_py, "--data_dir", os.path.join(run.data_dir, ""),
+         "--setting_file", os.path.join(run.run_dir, "settings.json"),
+         "--model_dir", os.path.join(run.run_dir, "model", ""), "--output_dir", str(tmp_path / "ultra_out") + "/",
+         "--test_only", "True"],
+        cwd=run.run_dir, capture_output=True, text=True,
+    )
+    assert ultra_test.returncode == 0, ultra_test.stderr[-2000:]
+    line = next(l for l in ultra_test.stdout.splitlines() if l.strip().startswith("eval:"))
+    theirs = {k: float(v) for k, v in re.findall(r"(\w+):([0-9.]+)", line)}
+    for name in METRICS:
+        assert summary[name] == pytest.approx(theirs[name], abs=6e-4)  # main.py prints 3 decimals

@@ -33,7 +33,8 @@ Config (JSON; relative paths are relative to the config file)::
                   "values": [0, 2, 4, 8]}]
     }
 
-Other keys: ``main_py`` (default: next to the ``ultra`` package), ``python``
+Other keys: ``main_py`` (default: ``$ULTRA_MAIN``, else next to the ``ultra``
+package), ``python``
 (default: this interpreter), ``eval_split`` (default "test"),
 ``extra_methods`` ({name: {label, role, learning_algorithm,
 learning_algorithm_hparams, train_input_hparams}}), ``significance``
@@ -429,10 +430,11 @@ def expand_runs(config: ExperimentConfig) -> List[RunSpec]:
 
 
 def find_main_py(configured: Optional[str] = None) -> str:
-    """ULTRA's main.py: the configured path, else next to the ``ultra`` package."""
+    """ULTRA's main.py: the configured path, else ``$ULTRA_MAIN``, else next to the ``ultra`` package."""
+    configured = configured or os.environ.get("ULTRA_MAIN")
     if configured:
         if not os.path.isfile(configured):
-            raise FileNotFoundError("main_py %s does not exist" % configured)
+            raise FileNotFoundError("ULTRA's main.py %s does not exist" % configured)
         return configured
     import ultra
 
