@@ -35,7 +35,7 @@ import numpy as np
 from ..data.ultra_format import atomic_write_text
 from .evaluate import PER_QUERY_CSV, read_per_query_csv
 from .metrics import metric_names
-from .significance import randomization_test
+from .significance import EXACT_MAX_QUERIES, randomization_test
 
 logger = logging.getLogger(__name__)
 
@@ -188,11 +188,15 @@ def format_markdown(table: ResultTable) -> str:
     tested = [row for row in table.rows if row.p_value]
     if tested:
         labels = {row.method: row.label for row in table.rows}
-        best = ", ".join("%s %s" % (_header(m), labels[table.best_baseline[m]]) for m in METRICS)
+        if len(set(table.best_baseline.values())) == 1:
+            best = "%s in every column" % labels[table.best_baseline[METRICS[0]]]
+        else:
+            best = ", ".join("%s %s" % (_header(m), labels[table.best_baseline[m]]) for m in METRICS)
         lines.append(
             "\\* p <= %g in a paired two-sided Fisher randomisation test against the column's best baseline "
             "(%s), over queries pooled across folds with each query averaged over seeds "
-            "(exact up to 16 queries, else %d random permutations)." % (table.alpha, best, table.n_permutations)
+            "(exact up to %d queries, else %d random permutations)."
+            % (table.alpha, best, EXACT_MAX_QUERIES, table.n_permutations)
         )
         lines += ["", "| p vs best baseline | %s | Queries |" % " | ".join(_header(m) for m in METRICS)]
         lines.append("|---|%s---|" % ("---|" * len(METRICS)))
