@@ -13,8 +13,9 @@ def random_permutations(
 
     Each query gets its own ``num_samples`` permutations (the authors' code
     shares one permutation across the whole batch).  Valid documents fill the
-    first ``n_valid`` slots of every permutation in uniformly random order;
-    padded slots stay at the tail, so padding never enters a displayed slot.
+    first ``n_valid`` positions of every permutation in uniformly random
+    order; padded slots follow in their own order, so tail padding never
+    moves and never enters a displayed slot.
 
     Args:
         mask: [B, N] bool, True for a real document at that slot.
@@ -29,8 +30,10 @@ def random_permutations(
         raise ValueError("num_samples must be >= 0, got %d" % num_samples)
     batch, slots = mask.shape
     keys = torch.rand((batch, num_samples, slots), generator=generator, device=mask.device)
-    # Keys of padded slots are pushed above every valid key (valid keys < 1).
-    keys = keys + (~mask).unsqueeze(1).to(keys.dtype) * 2.0
+    # Padded slots get keys above every valid key (valid keys < 1), in slot
+    # order, so tail padding stays exactly where it was.
+    slot_keys = 2.0 + torch.arange(slots, device=mask.device, dtype=keys.dtype)
+    keys = torch.where(mask.unsqueeze(1), keys, slot_keys)
     return torch.argsort(keys, dim=-1)
 
 

@@ -1,0 +1,89 @@
+"""Typed hparam parsing and the ULTRA compatibility layer."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
+
+import numpy as np
+import pytest
+import torch
+
+from ultra_multr.config import HParamError, format_hparams, parse_hparams, require
+
+
+@dataclass(frozen=True)
+class Example:
+    rate: float = 0.1
+    steps: int = 3
+    flag: bool = False
+    name: str = "a"
+    sizes: Tuple[int, ...] = field(default_factory=tuple)
+    seed: Optional[int] = None
+
+    def __post_init__(self):
+        require(self.steps >= 0, "steps must be >= 0, got %d" % self.steps)
+
+
+def test_parse_types_lists_and_round_trip():
+    config = parse_hparams(Example, "rate=0.5, steps=7,flag=True,name=b,sizes=[512, 256],seed=4")
+    assert config == Example(0.5, 7, True, "b", (512, 256), 4)
+    assert parse_hparams(Example, format_hparams(config)) == config
+    assert parse_hparams(Example, "") == Example()
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("rte=1", "unknown hyper-parameter 'rte' \\(did you mean 'rate'\\?\\)"),
+        ("steps=2,steps=3", "'steps' is set twice"),
+        ("flag=maybe", "flag: expected true or false"),
+        ("steps=-2", "steps must be >= 0, got -2"),
+        ("rate", "not of the form name=value"),
+    ],
+)
+def test_parse_errors_name_the_culprit(text, message):
+    with pytest.raises(HParamError, match=message):
+        parse_hparams(Example, text, source="my_settings.json")
+
+
+def test_startup_hook_lets_ultra_import_without_tensorflow_and_removes_the_placeholder():
+    pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+    code = (
+        "import sys, ultra; "
+        "from torch.utils.tensorboard import SummaryWriter; "
+        "print('tensorflow' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False"
+
+
+def test_boolean_main_flags_with_false_values_are_refused():
+    pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+    from ultra_multr.compat.runtime import check_main_flags
+
+    check_main_flags(["main.py", "--test_only", "True"])
+    check_main_flags(["main.py", "--data_dir", "x"])
+    for argv in (["main.py", "--test_only", "False"], ["main.py", "--test_while_train=0"]):
+        with pytest.raises(ValueError, match="type=bool"):
+            check_main_flags(argv)
+
+
+def test_batch_from_input_feed_casts_ids_and_masks_padding():
+    pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+    from ultra_multr.compat.runtime import batch_from_input_feed
+
+    feed = {
+        "letor_features": np.arange(6, dtype=np.float32).reshape(3, 2),
+        "docid_input0": np.array([0, 2], dtype=np.float32),
+        "docid_input1": np.array([1, 3], dtype=np.float32),  # 3 == number of docs: padding
+        "label0": np.array([1, 0], dtype=np.float32),
+        "label1": np.array([0, 1], dtype=np.float32),
+    }
+    batch = batch_from_input_feed(feed, ["docid_input0", "docid_input1"], ["label0", "label1"], torch.device("cpu"))
+    assert batch.mask.tolist() == [[True, True], [True, False]]
+    assert batch.features[1, 0].tolist() == [4.0, 5.0]
+    assert batch.features[1, 1].tolist() == [0.0, 0.0]
+    assert batch.labels.tolist() == [[1.0, 0.0], [0.0, 0.0]]  # no click on padding

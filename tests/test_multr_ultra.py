@@ -1,0 +1,196 @@
+"""MULTR inside the real ULTRA: main.py end to end, engineering guarantees, bad input."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+import torch
+
+from conftest import REPO_ROOT, run_ultra_main
+
+ultra = pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+
+from ultra_multr.algorithms.multr import MULTR  # noqa: E402  (needs ULTRA)
+from ultra_multr.config import HParamError  # noqa: E402
+
+CASCADE = os.path.join(REPO_ROOT, "settings", "click_models", "cascade_eps0.1_ymax4.json")
+
+
+def settings_for(tmp_path, algorithm_hparams, name="multr.json", algorithm="ultra_multr.MULTR", feed_hparams=None):
+    """settings/multr_dla.json with a small ranker and test-sized hparams, written to tmp_path."""
+    with open(os.path.join(REPO_ROOT, "settings", "multr_dla.json")) as handle:
+        settings = json.load(handle)
+    settings["ranking_model_hparams"] = "hidden_layer_sizes=[32,16]"
+    settings["learning_algorithm"] = algorithm
+    settings["learning_algorithm_hparams"] = algorithm_hparams
+    settings["train_input_hparams"] = feed_hparams or "click_model_json=%s,seed=0" % CASCADE
+    path = tmp_path / name
+    path.write_text(json.dumps(settings))
+    return str(path)
+
+
+def main_args(settings, model_dir, data_dir, *extra):
+    return [
+        "--setting_file", settings, "--data_dir", data_dir, "--model_dir", model_dir,
+        "--output_dir", model_dir + "/out", "--batch_size", "16", "--selection_bias_cutoff", "10",
+    ] + list(extra)
+
+
+def test_main_py_trains_then_evaluates_multr(ultra_main, synthetic_data_dir, tmp_path):
+    settings = settings_for(
+        tmp_path, "sample_num=2,simulator_steps=6,simulator_batch_size=16,simulator_log_every=3,seed=0"
+    )
+    model_dir = str(tmp_path / "model")
+    train = run_ultra_main(
+        ultra_main,
+        main_args(settings, model_dir, synthetic_data_dir, "--max_train_iteration", "4", "--steps_per_checkpoint", "2"),
+        cwd=str(tmp_path),
+    )
+    log = train.stdout + train.stderr
+    assert "user simulator: step 6/6" in log and "held-out click log-likelihood" in log
+    assert os.path.isfile(os.path.join(model_dir, "ultra_multr.MULTR.ckpt"))
+    assert os.path.isfile(os.path.join(model_dir, "ultra_multr.MULTR.simulator.ckpt"))
+    assert "ndcg_10" in log
+    assert not os.path.exists(os.path.join(model_dir, "train_log", "Training at step 1"))  # no writer per step
+
+    again = run_ultra_main(
+        ultra_main,
+        main_args(settings, model_dir, synthetic_data_dir, "--max_train_iteration", "2", "--steps_per_checkpoint", "2"),
+        cwd=str(tmp_path),
+    )
+    assert "user simulator: reusing" in again.stdout + again.stderr
+
+    test = run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--test_only", "True"), cwd=str(tmp_path))
+    assert "Reading model parameters from" in test.stdout
+    assert "ndcg_10:" in test.stdout
+
+
+def test_main_py_refuses_a_cutoff_longer_than_every_list(ultra_main, tmp_path):
+    from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
+
+    data_dir = write_synthetic_ultra_dataset(str(tmp_path / "short"), docs_per_query=(3, 5))
+    settings = settings_for(tmp_path, "sample_num=1,simulator_steps=1,simulator_batch_size=4")
+    with pytest.raises(AssertionError, match="selection_bias_cutoff 10 is longer than the longest list"):
+        run_ultra_main(ultra_main, main_args(settings, str(tmp_path / "m"), data_dir, "--max_train_iteration", "1"), cwd=str(tmp_path))
+
+
+def test_main_py_refuses_test_only_false(ultra_main, synthetic_data_dir, tmp_path):
+    settings = settings_for(tmp_path, "simulator_steps=0")
+    with pytest.raises(AssertionError, match="--test_only 'False'.*type=bool"):
+        run_ultra_main(ultra_main, main_args(settings, str(tmp_path / "m"), synthetic_data_dir, "--test_only", "False"), cwd=str(tmp_path))
+
+
+def test_missing_click_model_file_is_named(ultra_main, synthetic_data_dir, tmp_path):
+    settings = settings_for(tmp_path, "simulator_steps=0", feed_hparams="click_model_json=click_models/nope.json,seed=0")
+    with pytest.raises(AssertionError, match="nope.json"):
+        run_ultra_main(ultra_main, main_args(settings, str(tmp_path / "m"), synthetic_data_dir, "--max_train_iteration", "1"), cwd=str(tmp_path))
+
+
+# -- in-process checks ------------------------------------------------------
+
+def build(data_dir, hparams, seed_feed=0):
+    """MULTR and a training feed, wired the way main.py wires them."""
+    from ultra_multr.feeds import ClickSimulationFeed
+
+    data = ultra.utils.read_data(data_dir, "train", None, 0)
+    settings = {
+        "train_input_feed": "ultra_multr.feeds.ClickSimulationFeed",
+        "train_input_hparams": "click_model_json=%s,seed=%d" % (CASCADE, seed_feed),
+        "ranking_model": "ultra.ranking_model.DNN",
+        "ranking_model_hparams": "hidden_layer_sizes=[32,16]",
+        "learning_algorithm": "ultra_multr.MULTR",
+        "learning_algorithm_hparams": hparams,
+        "metrics": ["ndcg"],
+        "metrics_topn": [10],
+        "max_candidate_num": data.rank_list_size,
+        "selection_bias_cutoff": 10,
+    }
+    data.pad(data.rank_list_size)
+    model = MULTR(data, settings)
+    feed = ClickSimulationFeed(model, 16, settings["train_input_hparams"])
+    return model, feed, data
+
+
+def train_losses(model, feed, data, steps):
+    return [model.train(feed.get_batch(data, check_validation=True)[0])[0] for _ in range(steps)]
+
+
+def test_seed_makes_a_cpu_run_repeat_exactly(synthetic_data_dir):
+    hparams = "sample_num=3,simulator_steps=3,simulator_batch_size=8,seed=5,device=cpu"
+    first = train_losses(*build(synthetic_data_dir, hparams), steps=3)
+    second = train_losses(*build(synthetic_data_dir, hparams), steps=3)
+    assert first == second
+    other = train_losses(*build(synthetic_data_dir, hparams.replace("seed=5", "seed=6")), steps=3)
+    assert other != first
+
+
+def test_sample_num_zero_trains(synthetic_data_dir):
+    model, feed, data = build(synthetic_data_dir, "sample_num=0,simulator_steps=0,seed=1")
+    losses_ = train_losses(model, feed, data, steps=2)
+    assert all(torch.isfinite(torch.tensor(losses_)))
+
+
+def test_optimizers_are_created_once_unless_parity_is_asked(synthetic_data_dir):
+    model, feed, data = build(synthetic_data_dir, "sample_num=1,simulator_steps=0,seed=1")
+    train_losses(model, feed, data, steps=1)
+    optimizers = model._optimizers._optimizers
+    train_losses(model, feed, data, steps=2)
+    assert model._optimizers._optimizers is optimizers
+    state = optimizers[-1].state[next(iter(model.model.parameters()))]
+    assert state["step"].item() == 3  # Adagrad's accumulator lives on
+
+    parity, feed, data = build(
+        synthetic_data_dir, "sample_num=1,simulator_steps=0,seed=1,rebuild_optimizer_each_step=true,max_gradient_norm=0"
+    )
+    before = [p.detach().clone() for p in parity.model.parameters()]
+    train_losses(parity, feed, data, steps=1)
+    steps = torch.cat([(p.detach() - b).abs().flatten() for p, b in zip(parity.model.parameters(), before)])
+    moved = steps[steps > 0]
+    # A fresh Adagrad every step moves each parameter by lr * |g| / (|g| + 1e-10),
+    # i.e. lr * sign(grad) except for vanishing gradients.
+    assert moved.max().item() <= 0.05 * (1 + 1e-5)
+    assert (moved > 0.05 * 0.999).double().mean().item() > 0.95
+
+
+def test_max_propensity_weight_clamps(synthetic_data_dir):
+    model, feed, data = build(synthetic_data_dir, "simulator_steps=0,max_propensity_weight=1.5")
+    with torch.no_grad():
+        model.propensity_model.linear_layer.weight.copy_(torch.linspace(0.0, -5.0, 10))
+    batch = model.batch(feed.get_batch(data, check_validation=True)[0], 10)
+    logits = model.propensity_model(batch.labels.t())
+    weights = model.propensity_weights(logits, batch.mask)
+    assert weights.max().item() == pytest.approx(1.5)
+    assert torch.all(weights[~batch.mask] == 0)
+
+
+def test_non_finite_loss_stops_naming_the_step(synthetic_data_dir, monkeypatch):
+    model, feed, data = build(synthetic_data_dir, "simulator_steps=0,sample_num=1")
+    train_losses(model, feed, data, steps=1)
+    monkeypatch.setattr(model, "scores", lambda batch: torch.full(batch.mask.shape, float("nan")))
+    with pytest.raises(FloatingPointError, match="non-finite training loss nan at step 1"):
+        train_losses(model, feed, data, steps=1)
+
+
+@pytest.mark.parametrize(
+    "hparams, message",
+    [
+        ("sample_nums=4", "unknown hyper-parameter 'sample_nums' \\(did you mean 'sample_num'\\?\\)"),
+        ("sample_num=-1", "sample_num must be >= 0, got -1"),
+        ("simulator_cell=rnn", "simulator_cell must be one of"),
+        ("variant=ips", "variant must be one of"),
+        ("learning_rate=fast", "learning_rate: expected a number, got 'fast'"),
+    ],
+)
+def test_bad_hyper_parameters_are_named(synthetic_data_dir, hparams, message):
+    with pytest.raises(HParamError, match=message):
+        build(synthetic_data_dir, hparams)
+
+
+def test_validation_scores_and_metrics(synthetic_data_dir):
+    model, _, data = build(synthetic_data_dir, "simulator_steps=0")
+    input_feed, _ = ultra.input_layer.DirectLabelFeed(model, 16, "").get_next_batch(0, data)
+    _, scores, summary = model.validation(input_feed)
+    assert set(summary) == {"ndcg_10"} and 0.0 <= summary["ndcg_10"] <= 1.0
+    assert scores.shape[1] == data.rank_list_size

@@ -1,0 +1,128 @@
+"""The user simulator is the paper's network, masks padding and round-trips."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ultra_multr.randomization import random_permutations
+from ultra_multr.simulator import (
+    CLICK,
+    SKIP,
+    UNKNOWN,
+    ContextAwareUserSimulator,
+    SimulatorConfig,
+    check_compatible,
+    click_log_likelihood,
+    load_simulator,
+    save_simulator,
+    simulator_loss,
+)
+
+
+def make(cell="lstm", features=12, slots=6, seed=0, **kwargs):
+    torch.manual_seed(seed)
+    return ContextAwareUserSimulator(SimulatorConfig(feature_size=features, list_size=slots, cell=cell, **kwargs))
+
+
+def reference_logits(sim, features, clicks):
+    """The paper's equations with torch's own nn.LSTM / nn.LSTMCell (no padding)."""
+    encoder = torch.nn.LSTM(features.shape[-1], sim.config.hidden_size, bidirectional=True, batch_first=True)
+    with torch.no_grad():
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            getattr(encoder, name + "_l0").copy_(getattr(sim.encoder_forward.cell, name))
+            getattr(encoder, name + "_l0_reverse").copy_(getattr(sim.encoder_backward.cell, name))
+        _, (h_n, _) = encoder(features)
+        z_pi = sim.context_projection(sim.context(torch.cat([h_n[0], h_n[1]], dim=-1)))
+        batch, slots, _ = features.shape
+        state = None
+        previous = torch.full((batch,), UNKNOWN, dtype=torch.long)
+        logits = []
+        for t in range(slots):
+            z_t = torch.cat(
+                [
+                    z_pi,
+                    sim.document_projection(features[:, t]),
+                    sim.action_projection(sim.action_embedding(previous)),
+                    sim.position_embedding.weight[t].expand(batch, -1),
+                ],
+                dim=-1,
+            )
+            state = sim.decoder.cell(z_t, state)
+            logits.append(sim.click_head(state[0]).squeeze(-1))
+            previous = torch.where(clicks[:, t] > 0, CLICK, SKIP)
+        return torch.stack(logits, dim=1)
+
+
+def test_lstm_simulator_is_the_papers_bilstm_encoder_and_lstm_decoder():
+    sim = make()
+    features = torch.randn(5, 6, 12)
+    clicks = (torch.rand(5, 6) < 0.4).float()
+    mask = torch.ones(5, 6, dtype=torch.bool)
+    actual = sim.click_logits(features, mask, clicks)
+    assert torch.allclose(actual, reference_logits(sim, features, clicks), atol=1e-5)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_padding_does_not_change_the_real_slots(cell):
+    sim = make(cell, input_mlp=(8,))
+    features = torch.randn(3, 4, 12)
+    clicks = torch.tensor([[1.0, 0, 0, 0], [0, 1, 0, 0], [0, 0, 0, 1]])
+    short = sim.click_logits(features, torch.ones(3, 4, dtype=torch.bool), clicks)
+    padded_features = torch.cat([features, torch.randn(3, 2, 12)], dim=1)  # garbage in padded slots
+    padded_mask = torch.cat([torch.ones(3, 4, dtype=torch.bool), torch.zeros(3, 2, dtype=torch.bool)], dim=1)
+    padded_clicks = torch.cat([clicks, torch.ones(3, 2)], dim=1)
+    padded = sim.click_logits(padded_features, padded_mask, padded_clicks)
+    assert torch.allclose(padded[:, :4], short, atol=1e-6)
+
+
+def test_sampled_clicks_never_hit_padding_and_follow_the_probabilities():
+    sim = make(features=4, slots=3)
+    with torch.no_grad():
+        sim.click_head.bias.fill_(2.0)  # clicks likely everywhere
+    features = torch.randn(2, 3, 4)
+    mask = torch.tensor([[True, True, False], [True, True, True]])
+    generator = torch.Generator().manual_seed(0)
+    orders = torch.cat([torch.arange(3).expand(2, 1, 3), random_permutations(mask, 2000, generator)], dim=1)
+    with torch.no_grad():
+        clicks = sim.sample_clicks(features, mask, orders, generator)
+    assert clicks[0, :, 2].sum() == 0
+    assert clicks.sum() > 0
+    # The first position's click rate equals its (order-dependent) probability on average.
+    with torch.no_grad():
+        p_first = torch.sigmoid(sim.click_logits(features, mask, torch.zeros(2, 3))[:, 0])
+    observed_rate = clicks[1, 1:, 0].mean()  # random orders of query 1
+    assert 0.5 < observed_rate < 1.0 and p_first[1] > 0.5
+
+
+def test_loss_adds_l2_and_gradients_reach_every_parameter():
+    sim = make()
+    features = torch.randn(4, 6, 12)
+    mask = torch.ones(4, 6, dtype=torch.bool)
+    clicks = (torch.rand(4, 6) < 0.3).float()
+    logits = sim.click_logits(features, mask, clicks)
+    plain = simulator_loss(sim, logits, clicks, mask, 0.0)
+    regularised = simulator_loss(sim, logits, clicks, mask, 0.1)
+    l2 = sum((p * p).sum() for p in sim.parameters())
+    assert regularised.item() == pytest.approx(plain.item() + 0.1 * l2.item(), rel=1e-5)
+    assert plain.item() == pytest.approx(-click_log_likelihood(logits, clicks, mask).sum(1).mean().item())
+    regularised.backward()
+    assert all(p.grad is not None for p in sim.parameters())
+
+
+def test_checkpoint_round_trip_and_compatibility(tmp_path):
+    sim = make(cell="gru", input_mlp=(5,))
+    path = str(tmp_path / "sim.ckpt")
+    save_simulator(path, sim, {"steps": 3})
+    loaded, metadata = load_simulator(path)
+    assert metadata == {"steps": 3} and loaded.config == sim.config
+    features, mask, clicks = torch.randn(2, 6, 12), torch.ones(2, 6, dtype=torch.bool), torch.zeros(2, 6)
+    assert torch.equal(loaded.click_logits(features, mask, clicks), sim.click_logits(features, mask, clicks))
+    with pytest.raises(ValueError, match="feature size 12 does not match the data's 13"):
+        check_compatible(loaded.config, 13, 6, path)
+    with pytest.raises(ValueError, match="list size 6 is shorter than the data's 10"):
+        check_compatible(loaded.config, 12, 10, path)
+
+
+def test_unknown_cell_is_refused():
+    with pytest.raises(ValueError, match="cell must be one of"):
+        SimulatorConfig(feature_size=3, list_size=2, cell="rnn")
