@@ -392,6 +392,7 @@ def test_evaluate_checkpoint_writes_consistent_outputs(tmp_path):
 
 
 def test_seeded_main_runs_script_as_main_with_seed(tmp_path):
+    pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
     from ultra_multr.experiments.seeded_main import main as seeded_main
 
     script = tmp_path / "main.py"

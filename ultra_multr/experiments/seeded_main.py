@@ -12,20 +12,9 @@ Usage::
 from __future__ import annotations
 
 import os
-import random
 import runpy
 import sys
 from typing import List, Sequence
-
-
-def seed_everything(seed: int) -> None:
-    """Seed ``random``, numpy's legacy global generator and torch."""
-    import numpy as np
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed % 2 ** 32)
-    torch.manual_seed(seed)
 
 
 def _parse(argv: Sequence[str]) -> tuple:
@@ -44,6 +33,9 @@ def _parse(argv: Sequence[str]) -> tuple:
 
 def main(argv: List[str] = None) -> None:
     seed, main_py, rest = _parse(sys.argv[1:] if argv is None else argv)
+    # Our algorithms also seed from their seed= hparam; this covers ULTRA's own classes.
+    from ..algorithms.base import seed_everything
+
     seed_everything(seed)
     sys.argv = [main_py] + rest
     # `python main.py` puts the script's directory first on sys.path.
