@@ -22,6 +22,7 @@ def synthetic_queries(
     seed: int = 0,
     qid_prefix: str = "q",
     initial_noise: float = 1.0,
+    signal_seed: int = 0,
 ) -> List[RankedQuery]:
     """Random queries whose features carry their labels' signal.
 
@@ -33,9 +34,11 @@ def synthetic_queries(
         seed: seed of the generator (the output is a pure function of it).
         qid_prefix: prefix of query and document ids.
         initial_noise: std of the noise the initial ranker adds to relevance.
+        signal_seed: seed of the feature direction that carries relevance;
+            splits of one dataset must share it to be learnable across splits.
     """
     rng = np.random.default_rng(seed)
-    direction = rng.normal(size=n_features)
+    direction = np.random.default_rng(signal_seed).normal(size=n_features)
     direction /= np.linalg.norm(direction)
     label_probs = np.array([2.0 ** (max_label - y) for y in range(max_label + 1)])
     label_probs /= label_probs.sum()
