@@ -72,7 +72,7 @@ setup(
         # ULTRA itself comes from git (see README); its main.py also needs these.
         "ultra": ["tensorboard", "scipy"],
         "experiments": ["scikit-learn>=1.0", "matplotlib>=3.3", "tqdm>=4.0"],
-        "test": ["pytest>=7", "scikit-learn>=1.0", "matplotlib>=3.3", "tqdm>=4.0"],
+        "test": ["pytest>=7", "scikit-learn>=1.0", "matplotlib>=3.3", "tqdm>=4.0", "tensorboard", "scipy"],
     },
     cmdclass=cmdclass,
     entry_points={
