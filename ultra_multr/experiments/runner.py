@@ -41,7 +41,7 @@ learning_algorithm_hparams, train_input_hparams}}), ``significance``
 ({alpha, n_permutations, seed}).  A dataset given as a string is one fold
 named "all".  Each run's seed is also passed as ``seed=`` in
 ``learning_algorithm_hparams`` and ``train_input_hparams`` unless the config
-sets one there (e.g. to keep one click log across seeds).  A sweep may add ``overrides`` (sections applied to all its
+sets one there (e.g. to keep one click log across seeds).  A sweep may add ``folds`` (run only on those folds) and ``overrides`` (sections applied to all its
 values); its ``section`` may be ``main_args``.  Hparam values whose name ends
 in ``_json``, ``_path``, ``_file`` or ``_dir`` are paths.
 """
@@ -92,7 +92,7 @@ _CONFIG_KEYS = {
     "output_dir", "datasets", "methods", "seeds", "settings", "method_overrides", "main_args", "sweeps",
     "main_py", "python", "eval_split", "extra_methods", "significance",
 }
-_SWEEP_KEYS = {"name", "methods", "section", "parameter", "values", "overrides"}
+_SWEEP_KEYS = {"name", "methods", "section", "parameter", "values", "overrides", "folds"}
 _PATH_SUFFIXES = ("_json", "_path", "_file", "_dir")
 
 
@@ -108,6 +108,8 @@ class Sweep:
     parameter: str
     values: Tuple[Any, ...]
     overrides: Mapping[str, Any]
+    #: folds the sweep runs on (empty: every fold of every dataset)
+    folds: Tuple[str, ...] = ()
 
 
 @dataclass
@@ -279,6 +281,7 @@ def _parse_sweep(raw: Any, where: str, base_dir: str) -> Sweep:
         parameter=raw["parameter"],
         values=tuple(raw["values"]),
         overrides=_resolve_hparam_paths(overrides, base_dir),
+        folds=tuple(_safe_name(f) for f in raw.get("folds", ())),
     )
 
 
@@ -418,6 +421,8 @@ def expand_runs(config: ExperimentConfig) -> List[RunSpec]:
                 for method in config.methods:
                     runs.append(_make_run(config, dataset, fold, data_dir, method, seed))
                 for sweep in config.sweeps:
+                    if sweep.folds and fold not in sweep.folds:
+                        continue
                     for method in sweep.methods:
                         for value in sweep.values:
                             runs.append(_make_run(config, dataset, fold, data_dir, method, seed, sweep, value))
