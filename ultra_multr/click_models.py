@@ -75,7 +75,12 @@ def _probabilities(values: Any, what: str) -> torch.Tensor:
     return tensor
 
 
-def _check_keys(desc: Mapping[str, Any], required: Sequence[str], optional: Sequence[str], model: str) -> None:
+def check_description_keys(desc: Mapping[str, Any], required: Sequence[str], optional: Sequence[str], model: str) -> None:
+    """Refuse a click-model JSON dict that lacks a required key or has an unknown one.
+
+    Raises:
+        ValueError: naming ``model``, the missing and unknown keys and the accepted ones.
+    """
     known = set(required) | set(optional) | {"model_name"}
     missing = [k for k in required if k not in desc]
     unknown = sorted(k for k in desc if k not in known)
@@ -240,7 +245,7 @@ class PositionBasedModel(ClickModel):
 
     @classmethod
     def from_description(cls, desc):
-        _check_keys(desc, ["click_prob", "exam_prob"], ["eta"], cls.name)
+        check_description_keys(desc, ["click_prob", "exam_prob"], ["eta"], cls.name)
         return cls(desc["click_prob"], desc["exam_prob"], desc.get("eta", 1.0))
 
     def with_eta(self, eta: float) -> "PositionBasedModel":
@@ -329,7 +334,7 @@ class DependentClickModel(ClickModel):
 
     @classmethod
     def from_description(cls, desc):
-        _check_keys(desc, ["click_prob", "continuation_prob"], ["exam_prob", "eta"], cls.name)
+        check_description_keys(desc, ["click_prob", "continuation_prob"], ["exam_prob", "eta"], cls.name)
         return cls(desc["click_prob"], desc["continuation_prob"], desc.get("exam_prob", (1.0,)), desc.get("eta", 1.0))
 
     def with_eta(self, eta: float) -> "DependentClickModel":
@@ -358,7 +363,7 @@ class CascadeModel(DependentClickModel):
 
     @classmethod
     def from_description(cls, desc):
-        _check_keys(desc, ["click_prob"], ["exam_prob", "eta"], cls.name)
+        check_description_keys(desc, ["click_prob"], ["exam_prob", "eta"], cls.name)
         return cls(desc["click_prob"], desc.get("exam_prob", (1.0,)), desc.get("eta", 1.0))
 
     def with_eta(self, eta: float) -> "CascadeModel":
@@ -468,7 +473,7 @@ class UserBrowsingModel(ClickModel):
 
     @classmethod
     def from_description(cls, desc):
-        _check_keys(desc, ["click_prob", "exam_prob"], ["eta"], cls.name)
+        check_description_keys(desc, ["click_prob", "exam_prob"], ["eta"], cls.name)
         return cls(desc["click_prob"], desc["exam_prob"], desc.get("eta", 1.0))
 
     def with_eta(self, eta: float) -> "UserBrowsingModel":

@@ -20,11 +20,16 @@ Plugging in a new click model (e.g. a learned simulator):
 2. name its dotted path in the JSON's ``model_name``; calling
    :func:`register_click_model` with that path (a string, imported lazily)
    additionally lists it in the "available" part of error messages.
+
+:class:`SimulatorClickModel` is such a plug-in: a trained MULTR user
+simulator (a checkpoint) sampling clicks from the documents' features.
 """
 from __future__ import annotations
 
 import importlib
 import json
+import os
+import pickle
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Type, Union
 
 import torch
@@ -32,6 +37,7 @@ from ultra.utils import click_models as ultra_cm
 
 from . import click_models
 from .compat.runtime import resolve_data_path
+from .simulator import check_compatible, load_simulator
 
 
 def _fresh_generator() -> torch.Generator:
@@ -189,6 +195,93 @@ class DependentClickModel(LabelClickModel):
     json_name = "ultra_multr.ultra_click_models.DependentClickModel"
 
 
+class SimulatorClickModel(UltraClickModel):
+    """A trained MULTR user simulator as a click model.
+
+    JSON keys: ``checkpoint``, a file written by
+    :func:`ultra_multr.simulator.save_simulator` (MULTR saves
+    ``<model_dir>/ultra_multr.MULTR.simulator.ckpt``), found as
+    :func:`resolve_data_path` does::
+
+        {"model_name": "ultra_multr.ultra_click_models.SimulatorClickModel",
+         "checkpoint": "model/ultra_multr.MULTR.simulator.ckpt"}
+
+    Clicks are sampled position by position on the displayed list, each
+    conditioned on the clicks sampled before it.  The simulator reads the
+    documents' features, never their labels, so any label range is accepted;
+    a data set whose feature size differs from the simulator's, or whose
+    lists are longer than its position embedding, is refused when sampling.
+
+    Attributes:
+        checkpoint: absolute path of the checkpoint.
+        simulator: the loaded :class:`ContextAwareUserSimulator`, in eval mode.
+        metadata: the checkpoint's metadata (training settings, held-out
+            log-likelihood).
+    """
+
+    needs_features = True
+    model_name = "ultra_multr.ultra_click_models.SimulatorClickModel"
+
+    def __init__(self, checkpoint: str, generator: Optional[torch.Generator] = None) -> None:
+        super().__init__(generator)
+        self.checkpoint = os.path.abspath(checkpoint)
+        try:
+            self.simulator, self.metadata = load_simulator(self.checkpoint)
+        except (KeyError, EOFError, RuntimeError, pickle.UnpicklingError) as error:
+            # torch.load's errors on a file that is no checkpoint at all say nothing useful.
+            raise ValueError(
+                "%s is not a readable simulator checkpoint (%s: %s)" % (self.checkpoint, type(error).__name__, error)
+            ) from None
+        self.simulator.eval()
+
+    @classmethod
+    def from_json(cls, desc, generator=None):
+        click_models.check_description_keys(desc, ["checkpoint"], [], cls.__name__)
+        return cls(resolve_data_path(desc["checkpoint"], "checkpoint of %s" % cls.__name__), generator)
+
+    def _no_eta(self) -> AttributeError:
+        return AttributeError(
+            "SimulatorClickModel (%s) has no position-bias parameter eta; "
+            "use dynamic_bias_eta_change=0 with a learned simulator" % self.checkpoint
+        )
+
+    @property
+    def eta(self) -> float:
+        # ULTRA's feeds read eta only to change the position bias dynamically.
+        raise self._no_eta()
+
+    def setExamProb(self, eta: float) -> None:
+        raise self._no_eta()
+
+    def getModelJson(self) -> Dict[str, Any]:
+        return {"model_name": self.model_name, "checkpoint": self.checkpoint}
+
+    def sample_clicks(self, labels, mask, features=None, generator=None):
+        """See :meth:`UltraClickModel.sample_clicks`; ``labels`` only give the dtype.
+
+        Raises:
+            ValueError: no features, or features / lists the simulator does not fit.
+        """
+        if features is None:
+            raise ValueError(
+                "SimulatorClickModel (%s) samples clicks from document features; got none" % self.checkpoint
+            )
+        batch, positions, feature_size = features.shape
+        check_compatible(self.simulator.config, feature_size, positions, "simulator checkpoint %s" % self.checkpoint)
+        orders = torch.arange(positions, device=mask.device).expand(batch, 1, positions)
+        with torch.no_grad():
+            clicks = self.simulator.sample_clicks(
+                features.float(), mask, orders, generator if generator is not None else self.generator
+            )
+        return clicks[:, 0].to(labels.dtype)
+
+    def sampleClicksForOneList(self, label_list):
+        raise NotImplementedError(
+            "SimulatorClickModel (%s) samples clicks from document features, which ULTRA's per-list API "
+            "(labels only) does not pass; use sample_clicks or ultra_multr.feeds.ClickSimulationFeed" % self.checkpoint
+        )
+
+
 def _dotted(cls: type) -> str:
     return "%s.%s" % (cls.__module__, cls.__qualname__)
 
@@ -212,6 +305,7 @@ def register_click_model(name: str, target: Union[Type[UltraClickModel], str, No
 for _cls in (PositionBiasedModel, CascadeModel, UserBrowsingModel, DependentClickModel):
     register_click_model(_dotted(_cls), _cls)
     register_click_model(_cls.json_name, _cls)
+register_click_model(_dotted(SimulatorClickModel), SimulatorClickModel)
 
 
 def available_click_models() -> List[str]:
