@@ -1,0 +1,54 @@
+"""The MULTR user simulator learns a cascade click model (issue: "On data
+generated from a known cascade click model, the trained simulator's held-out
+click log-likelihood comes within a few percent of the true model's")."""
+import torch
+
+from ultra_multr import click_models as cm
+from ultra_multr.click_model_evaluation import (
+    KnownClickModel,
+    QueryLists,
+    Sessions,
+    SimulatorModel,
+    SimulatorTrainingConfig,
+    fit_pbm,
+    score_models,
+    train_simulator,
+)
+from ultra_multr.data.synthetic import synthetic_queries
+
+N = 5
+
+
+def query_lists(queries, n):
+    """Top n of each synthetic query's initial list."""
+    features = torch.zeros(len(queries), n, queries[0].features.shape[1])
+    labels = torch.zeros(len(queries), n, dtype=torch.float64)
+    mask = torch.zeros(len(queries), n, dtype=torch.bool)
+    for q, query in enumerate(queries):
+        k = min(n, len(query.labels))
+        features[q, :k] = torch.as_tensor(query.features[:k], dtype=torch.float32)
+        labels[q, :k] = torch.as_tensor(query.labels[:k])
+        mask[q, :k] = True
+    return QueryLists(features, labels, mask)
+
+
+def sample(model, lists, n_sessions, generator):
+    query = torch.randint(lists.n_queries, (n_sessions,), generator=generator)
+    return Sessions(query, model.sample(lists.labels[query], lists.mask[query], generator).float())
+
+
+def test_simulator_comes_within_a_few_percent_of_the_true_cascade_model():
+    lists = query_lists(synthetic_queries(30, (3, 6), n_features=8, max_label=2, seed=1), N)
+    truth = cm.CascadeModel(cm.graded_click_prob(0.1, 2))
+    generator = torch.Generator().manual_seed(0)
+    train, heldout = sample(truth, lists, 3000, generator), sample(truth, lists, 5000, generator)
+    config = SimulatorTrainingConfig(steps=300, batch_size=128, learning_rate=0.02, hidden_size=32, log_every=0)
+    simulator, _ = train_simulator(lists, train, config, torch.Generator().manual_seed(1))
+    true, learned, pbm = score_models(
+        [KnownClickModel(truth), SimulatorModel(simulator, ctr_samples=50), fit_pbm(lists, train)], lists, heldout
+    )
+    assert learned.log_likelihood < true.log_likelihood
+    assert (true.log_likelihood - learned.log_likelihood) / abs(true.log_likelihood) < 0.05
+    # It learned the cascade (no click after a click), which a PBM cannot express.
+    assert learned.log_likelihood > pbm.log_likelihood
+    assert learned.perplexity < pbm.perplexity
