@@ -36,6 +36,12 @@ Where this follows the paper and where it differs:
   EIB takes the observed list's real clicks without propensity correction
   and the re-rankings' pseudo clicks, as the EIB estimator does.
 * Batch reduction: the mean of Eq. dr_loss over the batch's queries.
+
+The paper presents MULTR as a plug-in for any IPW method.  The plug-in is
+:class:`DoublyRobustMixin` (simulator + pseudo clicks + doubly-robust loss);
+:class:`MULTR` is that mixin on DLA, and
+:class:`ultra_multr.algorithms.baselines.MULTR_IPW` the same mixin on IPW with
+given propensities.
 """
 from __future__ import annotations
 
@@ -62,15 +68,15 @@ from ..simulator import (
     save_simulator,
     simulator_loss,
 )
-from .base import LOGGER
+from .base import LOGGER, AlgorithmConfig
 from .dla import DLA, DLAConfig
 
 SIMULATOR_OPTIMIZERS = ("adagrad", "adam")
 
 
 @dataclass(frozen=True)
-class MULTRConfig(DLAConfig):
-    """MULTR's hyper-parameters, on top of DLA's.
+class DoublyRobustConfig(AlgorithmConfig):
+    """Hyper-parameters of the doubly-robust plug-in (simulator + DR loss).
 
     Attributes:
         sample_num: randomised re-rankings per query (>= 0; paper's best: 8).
@@ -129,10 +135,22 @@ class MULTRConfig(DLAConfig):
         object.__setattr__(self, "simulator_input_mlp", tuple(self.simulator_input_mlp))
 
 
-class MULTR(DLA):
-    """DLA + context-aware user simulator + doubly-robust ranking loss."""
+@dataclass(frozen=True)
+class MULTRConfig(DLAConfig, DoublyRobustConfig):
+    """MULTR's hyper-parameters: DLA's plus :class:`DoublyRobustConfig`'s."""
 
-    config_class = MULTRConfig
+
+class DoublyRobustMixin:
+    """MULTR's plug-in for an IPW algorithm: put it first among the bases.
+
+    The host algorithm (a :class:`~ultra_multr.algorithms.base.PluginAlgorithm`
+    whose ``config_class`` includes :class:`DoublyRobustConfig`) must compute
+    its inverse propensity weights in ``training_loss`` and pass them to
+    ``self.ranking_loss(batch, scores, weights) -> (loss, parts)``; this mixin
+    replaces that ranking loss with Eq. dr_loss and trains the simulator
+    before the first update.  Everything else (propensity estimation, other
+    losses, optimizers) stays the host's.
+    """
 
     def __init__(self, data_set, exp_settings: dict) -> None:
         super().__init__(data_set, exp_settings)
@@ -162,7 +180,7 @@ class MULTR(DLA):
         args = runtime.main_args()
         if args is None:
             return None
-        name = self.exp_settings.get("learning_algorithm", "MULTR")
+        name = self.exp_settings.get("learning_algorithm", type(self).__name__)
         return os.path.join(args.model_dir, "%s.simulator.ckpt" % name)
 
     def _checkpoint_metadata(self) -> Dict:
@@ -291,3 +309,9 @@ class MULTR(DLA):
         observed, randomized = self.pseudo_clicks(batch)
         loss = losses.dr_loss(scores, batch.mask, batch.labels, observed, randomized, weights, self.hparams.variant)
         return loss, {"pseudo_clicks_per_list": float(observed.sum(-1).mean())}
+
+
+class MULTR(DoublyRobustMixin, DLA):
+    """DLA + context-aware user simulator + doubly-robust ranking loss."""
+
+    config_class = MULTRConfig
