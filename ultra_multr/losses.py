@@ -6,6 +6,8 @@ slots never carry clicks, pseudo clicks, weight or loss.
 """
 from __future__ import annotations
 
+from typing import Tuple
+
 import torch
 
 #: DLA's label smoothing constant (ULTRA's ``softmax_loss``), kept for parity.
@@ -192,3 +194,203 @@ def dr_loss(
     )
     deltas = listwise_document_losses(scores, mask)
     return (doc_weights.detach() * deltas).sum(dim=-1).mean()
+
+
+# -- baselines: Naive / REM / PairD / PAL -------------------------------------
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of ``values`` [B, N] over the valid slots of ``mask`` [B, N]; scalar."""
+    valid = mask.to(values.dtype)
+    return (values * valid).sum() / valid.sum().clamp(min=1.0)
+
+
+def sigmoid_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Binary cross-entropy of ``sigmoid(logits)`` against ``targets``, mean over valid slots.
+
+    Args:
+        logits, targets: [B, N]; mask: [B, N] bool.
+
+    Returns:
+        scalar.
+    """
+    per_slot = torch.nn.functional.binary_cross_entropy_with_logits(logits, targets, reduction="none")
+    return masked_mean(per_slot, mask)
+
+
+def rem_posteriors(
+    relevance_logits: torch.Tensor, examination: torch.Tensor, clicks: torch.Tensor, mask: torch.Tensor
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """E-step of Regression EM (Wang et al., WSDM 2018) under the examination hypothesis.
+
+    With gamma = P(R=1) = sigmoid(logit) and theta_t = P(E=1) at the slot's
+    position, a click means E=1, R=1; without a click
+
+        P(E=1, R=0 | C=0) = theta (1 - gamma) / (1 - theta gamma)
+        P(E=0, R=1 | C=0) = (1 - theta) gamma / (1 - theta gamma)
+        P(E=0, R=0 | C=0) = (1 - theta)(1 - gamma) / (1 - theta gamma)
+
+    which sum to 1.
+
+    Args:
+        relevance_logits: [B, N] ranker scores (taken as relevance logits).
+        examination: [N] examination probabilities theta, in (0, 1).
+        clicks: [B, N] 0/1 clicks; mask: [B, N] bool.
+
+    Returns:
+        (p_relevant, p_examined): [B, N] each, P(R=1 | C) and P(E=1 | C);
+        0 at padded slots.
+    """
+    gamma = torch.sigmoid(relevance_logits)
+    theta = examination.to(gamma.dtype).expand_as(gamma)
+    no_click = 1.0 - theta * gamma
+    p_relevant = clicks + (1.0 - clicks) * (1.0 - theta) * gamma / no_click
+    p_examined = clicks + (1.0 - clicks) * theta * (1.0 - gamma) / no_click
+    zeros = torch.zeros_like(gamma)
+    return torch.where(mask, p_relevant, zeros), torch.where(mask, p_examined, zeros)
+
+
+def online_em_update(
+    current: torch.Tensor, posteriors: torch.Tensor, mask: torch.Tensor, step_size: float
+) -> torch.Tensor:
+    """Online M-step: move each position's estimate towards its batch mean.
+
+    ``new_t = (1 - step) current_t + step mean_b posteriors[b, t]``, the mean
+    over valid slots only; a position with no valid slot in the batch keeps
+    its estimate (ULTRA averages padding in as if it were a document).
+
+    Args:
+        current: [N]; posteriors: [B, N]; mask: [B, N] bool; step_size in (0, 1].
+
+    Returns:
+        [N].
+    """
+    valid = mask.to(posteriors.dtype)
+    count = valid.sum(dim=0)
+    mean = (posteriors * valid).sum(dim=0) / count.clamp(min=1.0)
+    updated = (1.0 - step_size) * current + step_size * mean
+    return torch.where(count > 0, updated, current)
+
+
+def pairwise_debias_pair_losses(scores: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-pair logistic losses of Pairwise Debiasing (Hu et al., WWW 2019), as ULTRA pairs them.
+
+    Slot i is the positive and slot j the negative of pair (i, j) with
+    weight ``clamp(y_i - y_j, 0, 1)`` (clicked vs not clicked for clicks);
+    the pair loss is ``log(1 + exp(s_j - s_i))``.  Pairs touching a padded
+    slot get 0.
+
+    Args:
+        scores, labels: [B, N]; mask: [B, N] bool.
+
+    Returns:
+        [B, N, N]: entry [b, i, j] is pair (i, j)'s weighted loss.
+    """
+    weight = (labels[:, :, None] - labels[:, None, :]).clamp(min=0.0, max=1.0)
+    valid = (mask[:, :, None] & mask[:, None, :]).to(scores.dtype)
+    loss = torch.nn.functional.softplus(scores[:, None, :] - scores[:, :, None])
+    return weight * valid * loss
+
+
+def pairwise_debias_loss(pair_losses: torch.Tensor, t_plus: torch.Tensor, t_minus: torch.Tensor) -> torch.Tensor:
+    """The debiased pairwise loss ``sum_ij L_ij / (t+_i t-_j)``, mean over queries.
+
+    Args:
+        pair_losses: [B, N, N] from :func:`pairwise_debias_pair_losses`.
+        t_plus, t_minus: [N] position biases of clicked / unclicked slots.
+
+    Returns:
+        scalar.  (ULTRA sums over the batch instead of averaging.)
+    """
+    ratio = t_plus[:, None] * t_minus[None, :]
+    return (pair_losses / ratio).sum(dim=(1, 2)).mean()
+
+
+def pairwise_debias_update(
+    pair_losses: torch.Tensor,
+    t_plus: torch.Tensor,
+    t_minus: torch.Tensor,
+    step_size: float,
+    regulation_p: float,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """One step of Pairwise Debiasing's position-bias estimates.
+
+    The closed form of Hu et al. (Eq. 12-13), normalised to position 1:
+
+        t+_i  <-  [ sum_j L_ij / t-_j  /  sum_j L_1j / t-_j ] ** (1 / (p + 1))
+        t-_j  <-  [ sum_i L_ij / t+_i  /  sum_i L_i1 / t+_i ] ** (1 / (p + 1))
+
+    blended in with ``step_size`` as ULTRA does.  A position with no pair
+    loss in the batch keeps its estimate, and a side whose position 1 has no
+    pair loss is not updated (ULTRA shrinks such positions towards 0, whose
+    inverse then blows the loss up, or divides by 0).
+
+    Args:
+        pair_losses: [B, N, N] (treated as constants).
+        t_plus, t_minus: [N] current estimates.
+        step_size: blend weight in (0, 1]; regulation_p: the p above (>= 0).
+
+    Returns:
+        (t_plus, t_minus): [N] each.
+    """
+    per_pair = pair_losses.detach().sum(dim=0)
+    plus_mass = (per_pair / t_minus[None, :]).sum(dim=1)
+    minus_mass = (per_pair / t_plus[:, None]).sum(dim=0)
+
+    def blend(current: torch.Tensor, mass: torch.Tensor) -> torch.Tensor:
+        if not mass[0] > 0:
+            return current
+        target = (mass / mass[0]) ** (1.0 / (regulation_p + 1.0))
+        return torch.where(mass > 0, (1.0 - step_size) * current + step_size * target, current)
+
+    return blend(t_plus, plus_mass), blend(t_minus, minus_mass)
+
+
+_LOG_HALF = -0.6931471805599453
+
+
+def log1mexp(x: torch.Tensor) -> torch.Tensor:
+    """``log(1 - exp(x))`` for x < 0, accurate near 0 and for very negative x.
+
+    Both branches get inputs valid for them, so no NaN leaks into gradients.
+    """
+    near_zero = x > _LOG_HALF
+    small = torch.log(-torch.expm1(torch.where(near_zero, x, torch.full_like(x, _LOG_HALF))))
+    large = torch.log1p(-torch.exp(torch.where(near_zero, torch.full_like(x, _LOG_HALF), x)))
+    return torch.where(near_zero, small, large)
+
+
+def pal_click_log_probability(relevance_logits: torch.Tensor, position_logits: torch.Tensor) -> torch.Tensor:
+    """PAL's factorised click model: ``log P(click) = log sigmoid(r) + log sigmoid(p)``.
+
+    P(click | d, t) = P(seen | t) * P(relevant | d)  (Guo et al., RecSys 2019).
+
+    Args:
+        relevance_logits: [B, N] relevance-tower logits.
+        position_logits: [N] (or [B, N]) position-tower logits of the slots.
+
+    Returns:
+        [B, N] log click probabilities (< 0).
+    """
+    return torch.nn.functional.logsigmoid(relevance_logits) + torch.nn.functional.logsigmoid(position_logits)
+
+
+def pal_click_loss(
+    relevance_logits: torch.Tensor, position_logits: torch.Tensor, clicks: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """PAL's training loss: click cross-entropy of the factorised model, mean over valid slots.
+
+    Computed in log space, so a saturated tower gives a large finite loss
+    rather than ``log(0)``.
+
+    Args:
+        relevance_logits: [B, N]; position_logits: [N] or [B, N];
+        clicks: [B, N] 0/1; mask: [B, N] bool.
+
+    Returns:
+        scalar.
+    """
+    log_click = pal_click_log_probability(relevance_logits, position_logits)
+    log_click = log_click.clamp(max=-torch.finfo(log_click.dtype).tiny)
+    nll = -(clicks * log_click + (1.0 - clicks) * log1mexp(log_click))
+    return masked_mean(nll, mask)
