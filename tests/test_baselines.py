@@ -1,0 +1,267 @@
+"""Table 2's baselines and MULTR on IPW inside ULTRA: settings files, algorithm behaviour, runs of main.py.
+
+Their pure math is tested in test_baseline_losses.py.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import REPO_ROOT
+from test_baseline_losses import one_thread  # noqa: F401  (autouse: one intra-op thread here too)
+from ultra_multr import losses
+
+SETTINGS_DIR = os.path.join(REPO_ROOT, "settings")
+
+ultra = pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+
+from ultra_multr.algorithms.baselines import IPW, Naive  # noqa: E402  (needs ULTRA)
+from ultra_multr.compat.runtime import Batch  # noqa: E402
+from ultra_multr.config import HParamError, split_assignments  # noqa: E402
+
+PBM_ETA1 = os.path.join(SETTINGS_DIR, "click_models", "pbm_eta1_eps0.1_ymax4.json")
+CASCADE = os.path.join(SETTINGS_DIR, "click_models", "cascade_eps0.1_ymax4.json")
+SETTINGS_FILES = sorted(glob.glob(os.path.join(SETTINGS_DIR, "*.json")))
+
+
+def test_table_2_settings_files_are_present():
+    names = {os.path.basename(p)[: -len(".json")] for p in SETTINGS_FILES}
+    for method in ("naive", "oracle", "dla", "rem", "paird", "pal", "ipw", "multr_ipw", "rand_multr", "eib_multr"):
+        assert any(n.startswith(method + "_") for n in names), method
+
+
+def override_hparams(text, **values):
+    """An hparam string with some names set (replaced if present, appended if not)."""
+    pairs = dict(assignment.split("=", 1) for assignment in split_assignments(text))
+    pairs.update((name, str(value)) for name, value in values.items())
+    return ",".join("%s=%s" % item for item in pairs.items())
+
+
+def load_settings(path, **hparams):
+    """A settings file with absolute click-model paths, a small ranker and ``hparams`` set."""
+    with open(path) as handle:
+        settings = json.load(handle)
+    settings["train_input_hparams"] = settings["train_input_hparams"].replace(
+        "click_model_json=", "click_model_json=%s/" % os.path.dirname(path)
+    )
+    settings["ranking_model_hparams"] = "hidden_layer_sizes=[16]"
+    settings["learning_algorithm_hparams"] = override_hparams(settings["learning_algorithm_hparams"], **hparams)
+    return settings
+
+
+def quick_hparams(path):
+    """Test-sized simulator hparams for MULTR-like settings (Rand-MULTR keeps its 0 steps)."""
+    with open(path) as handle:
+        text = json.load(handle)["learning_algorithm_hparams"]
+    if "simulator_steps=" not in text:
+        return {}
+    steps = 0 if "simulator_steps=0" in text else 3
+    return {"simulator_steps": steps, "simulator_batch_size": 8, "sample_num": 2}
+
+
+def build(data_dir, settings, cutoff=10, batch_size=16):
+    """The algorithm and training feed of a settings dict, wired as main.py wires them."""
+    data = ultra.utils.read_data(data_dir, "train", None, 0)
+    settings = dict(settings, max_candidate_num=data.rank_list_size, selection_bias_cutoff=cutoff)
+    data.pad(data.rank_list_size)
+    model = ultra.utils.find_class(settings["learning_algorithm"])(data, settings)
+    feed = ultra.utils.find_class(settings["train_input_feed"])(model, batch_size, settings["train_input_hparams"])
+    return model, feed, data
+
+
+def validation_batch(model, data):
+    """A batch of whole candidate lists with relevance labels, as main.py validates."""
+    return ultra.input_layer.DirectLabelFeed(model, 16, "").get_next_batch(0, data)[0]
+
+
+def algorithm_settings(algorithm, hparams, feed_hparams="click_model_json=%s,seed=0" % CASCADE):
+    return dict(
+        load_settings(os.path.join(SETTINGS_DIR, "naive_cascade.json")),
+        learning_algorithm=algorithm,
+        learning_algorithm_hparams=hparams,
+        train_input_hparams=feed_hparams,
+    )
+
+
+@pytest.mark.parametrize("path", SETTINGS_FILES, ids=lambda p: os.path.basename(p))
+def test_every_settings_file_builds_and_trains(synthetic_data_dir, path):
+    model, feed, data = build(synthetic_data_dir, load_settings(path, **quick_hparams(path)))
+    for _ in range(2):
+        loss, _, _ = model.train(feed.get_batch(data, check_validation=True)[0])
+        assert math.isfinite(loss)
+    _, scores, summary = model.validation(validation_batch(model, data))
+    assert 0.0 <= summary["ndcg_10"] <= 1.0
+
+
+def test_oracle_settings_train_naive_on_graded_labels(synthetic_data_dir):
+    model, feed, data = build(synthetic_data_dir, load_settings(os.path.join(SETTINGS_DIR, "oracle_labels.json")))
+    assert isinstance(model, Naive)
+    input_feed, _ = feed.get_batch(data, check_validation=True)
+    batch = model.batch(input_feed, model.rank_list_size)
+    assert batch.labels.max() > 1  # relevance grades, not clicks
+    weights = batch.mask.float()
+    expected = losses.dla_softmax_loss(model.scores(batch), batch.labels, weights, batch.mask)
+    assert model.training_loss(batch)[0].item() == pytest.approx(expected.item())
+
+
+def garbage_in_padding(batch: Batch) -> Batch:
+    noise = torch.randn(batch.features.shape, generator=torch.Generator().manual_seed(3)) * 10
+    features = torch.where(batch.mask[..., None], batch.features, noise)
+    labels = torch.where(batch.mask, batch.labels, torch.ones_like(batch.labels))
+    return Batch(features=features, labels=labels, mask=batch.mask)
+
+
+@pytest.mark.parametrize(
+    "algorithm, hparams",
+    [
+        ("ultra_multr.Naive", "seed=2"),
+        ("ultra_multr.REM", "seed=2"),
+        ("ultra_multr.PairD", "seed=2"),
+        ("ultra_multr.PAL", "seed=2"),
+        ("ultra_multr.IPW", "seed=2,propensities=[1,0.5,0.4,0.3,0.25,0.2,0.2,0.1,0.1,0.1]"),
+    ],
+)
+def test_padding_never_reaches_the_loss(tmp_path, algorithm, hparams):
+    from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
+
+    data_dir = write_synthetic_ultra_dataset(str(tmp_path), docs_per_query=(4, 12))  # many padded slots
+    settings = algorithm_settings(algorithm, hparams)
+    model, feed, data = build(data_dir, settings)
+    batch = model.batch(feed.get_batch(data, check_validation=True)[0], 10)
+    assert not batch.mask.all()
+    clean, _ = model.training_loss(batch)
+    dirty, _ = build(data_dir, settings)[0].training_loss(garbage_in_padding(batch))  # same seed, fresh state
+    assert dirty.item() == pytest.approx(clean.item(), rel=1e-6)
+
+
+def test_rem_updates_examination_and_paird_its_biases(synthetic_data_dir):
+    rem, feed, data = build(synthetic_data_dir, algorithm_settings("ultra_multr.REM", "seed=0,EM_step_size=0.5"))
+    paird, _, _ = build(synthetic_data_dir, algorithm_settings("ultra_multr.PairD", "seed=0,EM_step_size=0.5"))
+    for _ in range(3):
+        input_feed = feed.get_batch(data, check_validation=True)[0]
+        rem.train(input_feed)
+        paird.train(input_feed)
+    # cascade clicks: lower positions are clicked less, so they look less examined
+    assert rem.examination[0] > rem.examination[-1]
+    assert paird.t_plus[0] == 1.0 and paird.t_minus[0] == 1.0
+    assert not torch.equal(paird.t_plus, torch.ones_like(paird.t_plus))
+
+
+def test_pal_trains_both_towers_and_ranks_by_relevance_only(synthetic_data_dir):
+    pal, feed, data = build(synthetic_data_dir, algorithm_settings("ultra_multr.PAL", "seed=0"))
+    pal.train(feed.get_batch(data, check_validation=True)[0])
+    assert not torch.equal(pal.position_model.logits.detach(), torch.zeros(10))
+    input_feed = validation_batch(pal, data)
+    _, scores, _ = pal.validation(input_feed)
+    batch = pal.batch(input_feed, pal.max_candidate_num)
+    assert torch.equal(scores[batch.mask], pal.scores(batch)[batch.mask])
+
+
+def test_ipw_propensities_come_from_the_position_based_feed(synthetic_data_dir):
+    ipw, _, _ = build(
+        synthetic_data_dir, algorithm_settings("ultra_multr.IPW", "", "click_model_json=%s,seed=0" % PBM_ETA1)
+    )
+    assert torch.allclose(ipw.examination, torch.tensor([1.0 / r for r in range(1, 11)]))
+
+
+@pytest.mark.parametrize(
+    "hparams, feed, message",
+    [
+        ("", "click_model_json=%s,seed=0" % CASCADE, "cascade_model.*depends on more than the position.*propensities="),
+        ("", "oracle_mode=true", "needs position propensities: set propensities"),
+        ("propensities=[1,0.5]", "oracle_mode=true", "propensities has 2 values but the displayed list has 10"),
+        ("propensities=[1,0.5],propensity_json=x.json", "oracle_mode=true", "not both"),
+        ("propensities=[1,1.5]", "oracle_mode=true", "propensities must be in \\(0, 1\\]"),
+    ],
+)
+def test_ipw_refuses_missing_or_mismatched_propensities(synthetic_data_dir, hparams, feed, message):
+    with pytest.raises(ValueError, match=message):
+        build(synthetic_data_dir, algorithm_settings("ultra_multr.IPW", hparams, feed))
+
+
+def test_bad_baseline_hparams_are_named(synthetic_data_dir):
+    with pytest.raises(HParamError, match="EM_step_size must be in"):
+        build(synthetic_data_dir, algorithm_settings("ultra_multr.REM", "EM_step_size=0"))
+    with pytest.raises(HParamError, match="unknown hyper-parameter 'regulation'.*regulation_p"):
+        build(synthetic_data_dir, algorithm_settings("ultra_multr.PairD", "regulation=2"))
+
+
+def test_multr_ipw_is_the_dr_loss_over_ipw_weights(synthetic_data_dir, monkeypatch):
+    """With pseudo clicks all 0 and no re-rankings, Eq. dr_loss is the IPW loss with IPW's own weights."""
+    settings = algorithm_settings(
+        "ultra_multr.MULTR_IPW", "seed=0,sample_num=0,simulator_steps=0", "click_model_json=%s,seed=0" % PBM_ETA1
+    )
+    model, feed, data = build(synthetic_data_dir, settings)
+    assert isinstance(model, IPW) and not hasattr(model, "propensity_model")
+    batch = model.batch(feed.get_batch(data, check_validation=True)[0], 10)
+    model.prepare_simulator()
+    monkeypatch.setattr(
+        model, "pseudo_clicks", lambda b: (torch.zeros_like(b.labels), torch.zeros(b.batch_size, 0, b.labels.shape[1]))
+    )
+    loss, parts = model.training_loss(batch)
+    scores = model.scores(batch)
+    weights = torch.where(batch.mask, torch.arange(1.0, 11.0).expand_as(scores), torch.zeros_like(scores))
+    assert loss.item() == pytest.approx(losses.ipw_loss(scores, batch.mask, batch.labels, weights).item(), rel=1e-5)
+    assert "exam_loss" not in parts
+
+
+# -- ULTRA's main.py ------------------------------------------------------------------
+
+MAIN_PY_RUNS = {
+    # method: (settings file, hparams set for the test, a log line proving the class ran)
+    "naive": ("naive_cascade.json", {}, "step 2 loss"),
+    "rem": ("rem_cascade.json", {}, "examination_last"),
+    "paird": ("paird_cascade.json", {}, "t_plus_last"),
+    "pal": ("pal_cascade.json", {}, "seen_last"),
+    "ipw": ("ipw_pbm_eta1.json", {}, "IPW propensities by position: 1, 0.5, 0.3333"),
+    "multr_ipw": ("multr_ipw_pbm_eta1.json", {"simulator_steps": 5, "simulator_batch_size": 16}, "user simulator: step 5/5"),
+}
+
+
+@pytest.fixture(scope="module")
+def main_py_logs(ultra_main, synthetic_data_dir, tmp_path_factory):
+    """Every run of MAIN_PY_RUNS, two at a time (each is mostly interpreter start-up)."""
+    root = tmp_path_factory.mktemp("main_py")
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    commands = {}
+    for method, (name, extra, _) in MAIN_PY_RUNS.items():
+        settings = load_settings(os.path.join(SETTINGS_DIR, name), log_every=1, **extra)
+        path = root / ("%s.json" % method)
+        path.write_text(json.dumps(settings))
+        commands[method] = [
+            sys.executable, ultra_main, "--setting_file", str(path), "--data_dir", synthetic_data_dir,
+            "--model_dir", str(root / method), "--output_dir", str(root / method / "out"),
+            "--max_train_iteration", "4", "--steps_per_checkpoint", "2", "--selection_bias_cutoff", "10",
+            "--batch_size", "32",
+        ]
+    logs, pending, running = {}, list(commands), {}
+    while pending or running:
+        while pending and len(running) < 2:
+            method = pending.pop(0)
+            running[method] = subprocess.Popen(
+                commands[method], cwd=str(root), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+        method = next(iter(running))
+        output, _ = running[method].communicate(timeout=240)
+        logs[method] = (running.pop(method).returncode, output, str(root / method))
+    return logs
+
+
+@pytest.mark.parametrize("method", sorted(MAIN_PY_RUNS))
+def test_trains_through_ultra_main(main_py_logs, method):
+    returncode, log, model_dir = main_py_logs[method]
+    assert returncode == 0, log[-3000:]
+    settings_file, _, proof = MAIN_PY_RUNS[method]
+    assert proof in log
+    with open(os.path.join(SETTINGS_DIR, settings_file)) as handle:
+        algorithm = json.load(handle)["learning_algorithm"]
+    assert os.path.isfile(os.path.join(model_dir, "%s.ckpt" % algorithm))
+    assert re.search(r"^ndcg_10 [0-9.]+$", log, re.M)  # main.py's validation printout
