@@ -119,7 +119,8 @@ def test_pal_towers_recover_examination_ratios_from_randomised_lists():
     n_docs, n_sessions = 30, 10000
     true_exam = torch.tensor([1.0, 0.6, 0.35, 0.2])
     relevance = torch.rand(n_docs, generator=generator) * 0.8 + 0.1
-    shown = torch.rand(n_sessions, n_docs, generator=generator).argsort(dim=1)[:, :4]  # 4 random documents, random order
+    # each session shows 4 random documents in random order
+    shown = torch.rand(n_sessions, n_docs, generator=generator).argsort(dim=1)[:, :4]
     clicks = (torch.rand(n_sessions, 4, generator=generator) < true_exam * relevance[shown]).float()
     mask = torch.ones(n_sessions, 4, dtype=torch.bool)
     doc_logits = torch.zeros(n_docs, requires_grad=True)

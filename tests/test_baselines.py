@@ -222,7 +222,9 @@ MAIN_PY_RUNS = {
     "paird": ("paird_cascade.json", {}, "t_plus_last"),
     "pal": ("pal_cascade.json", {}, "seen_last"),
     "ipw": ("ipw_pbm_eta1.json", {}, "IPW propensities by position: 1, 0.5, 0.3333"),
-    "multr_ipw": ("multr_ipw_pbm_eta1.json", {"simulator_steps": 5, "simulator_batch_size": 16}, "user simulator: step 5/5"),
+    "multr_ipw": (
+        "multr_ipw_pbm_eta1.json", {"simulator_steps": 5, "simulator_batch_size": 16}, "user simulator: step 5/5"
+    ),
 }
 
 

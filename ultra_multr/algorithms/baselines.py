@@ -323,7 +323,7 @@ class IPW(PluginAlgorithm):
 
     def position_propensities(self) -> torch.Tensor:
         """[N] P(examined | position) from the hparams (see :class:`IPWConfig`)."""
-        config, n = self.hparams, self.rank_list_size
+        config, n, name = self.hparams, self.rank_list_size, type(self).__name__
         if config.propensities:
             require(
                 len(config.propensities) >= n,
@@ -332,17 +332,15 @@ class IPW(PluginAlgorithm):
             )
             return torch.tensor(config.propensities[:n], dtype=torch.float32)
         if config.propensity_json:
-            return click_model_propensities(config.propensity_json, n, "propensity_json hparam of %s" % type(self).__name__)
+            return click_model_propensities(config.propensity_json, n, "propensity_json hparam of %s" % name)
         feed_json = _feed_click_model_json(self.exp_settings)
         if not feed_json:
             raise ValueError(
                 "%s needs position propensities: set propensities=[...] or propensity_json=<click model JSON> "
-                "in learning_algorithm_hparams (the training feed has no click_model_json to take them from)"
-                % type(self).__name__
+                "in learning_algorithm_hparams (the training feed has no click_model_json to take them from)" % name
             )
-        return click_model_propensities(
-            feed_json, n, "click_model_json of the training feed (the default source of %s's propensities)" % type(self).__name__
-        )
+        what = "click_model_json of the training feed (the default source of %s's propensities)" % name
+        return click_model_propensities(feed_json, n, what)
 
     def ranking_loss(
         self, batch: Batch, scores: torch.Tensor, weights: torch.Tensor
