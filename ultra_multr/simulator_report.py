@@ -79,6 +79,8 @@ CALIBRATION_PNG = "calibration.png"
 SIMULATOR_CKPT = "simulator.ckpt"
 #: Sessions sampled per call (bounds memory when the click model reads features).
 SAMPLE_CHUNK = 4096
+#: Reliability bins with fewer predictions are left out of the plot (not the JSON): too noisy to read.
+MIN_PLOTTED_BIN = 30
 TRUE_MODEL = "true click model"
 SIMULATOR = "MULTR simulator"
 
@@ -363,7 +365,7 @@ def plot_calibration(report: Dict[str, Any], path: str) -> None:
     by_position.plot(positions, report["observed_ctr_per_position"], "ko-", linewidth=2, label="observed")
     for model in report["models"]:
         by_position.plot(positions, model["ctr_per_position"], "--", marker=".", label=model["name"])
-        bins = model["reliability"]
+        bins = [b for b in model["reliability"] if b["count"] >= MIN_PLOTTED_BIN]
         reliability.plot([b["predicted"] for b in bins], [b["observed"] for b in bins], marker="o", label=model["name"])
     by_position.set_xlabel("position")
     by_position.set_ylabel("click-through rate")
@@ -372,7 +374,7 @@ def plot_calibration(report: Dict[str, Any], path: str) -> None:
     reliability.plot([0, 1], [0, 1], color="grey", linewidth=1, label="perfect")
     reliability.set_xlabel("predicted P(click | clicks above)")
     reliability.set_ylabel("observed click frequency")
-    reliability.set_title("reliability (10 bins)")
+    reliability.set_title("reliability (10 bins of >= %d predictions)" % MIN_PLOTTED_BIN)
     for axis in (by_position, reliability):
         axis.grid(alpha=0.3)
         axis.legend(fontsize=8)
