@@ -430,6 +430,9 @@ def save_simulator(path: str, simulator: ContextAwareUserSimulator, metadata: Di
     os.makedirs(directory, exist_ok=True)
     fd, tmp_path = tempfile.mkstemp(prefix=".tmp-", suffix=".ckpt", dir=directory)
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp_path, 0o666 & ~umask)  # mkstemp creates files 0600
     try:
         torch.save(
             {
@@ -450,14 +453,14 @@ def load_simulator(
     path: str, map_location: Optional[torch.device] = None
 ) -> Tuple[ContextAwareUserSimulator, Dict]:
     """Inverse of :func:`save_simulator`; returns (simulator, metadata)."""
-    payload = torch.load(path, map_location=map_location or "cpu", weights_only=True)
     try:
+        payload = torch.load(path, map_location=map_location or "cpu", weights_only=True)
         config = SimulatorConfig(**payload["config"])
-    except (KeyError, TypeError) as error:
+        simulator = ContextAwareUserSimulator(config)
+        simulator.load_state_dict(payload["state_dict"])
+        return simulator, dict(payload.get("metadata", {}))
+    except (KeyError, TypeError, AttributeError, RuntimeError, ValueError) as error:
         raise ValueError("%s is not a ultra_multr simulator checkpoint (%s)" % (path, error)) from None
-    simulator = ContextAwareUserSimulator(config)
-    simulator.load_state_dict(payload["state_dict"])
-    return simulator, payload.get("metadata", {})
 
 
 def check_compatible(config: SimulatorConfig, feature_size: int, list_size: int, source: str) -> None:
