@@ -140,8 +140,8 @@ class AlgorithmMethod:
         return ultra_settings(sections, self.learning_algorithm)
 
 
-#: The rows of the paper's Table 2 (in its order), then MULTR on a second IPW
-#: framework.  name, label, role, learning algorithm, its hparams, train-feed hparams.
+#: The rows of the paper's Table 2 (in its order), then IPW and MULTR on IPW
+#: (the paper's "MULTR plugs into any IPW method").  name, label, role, learning algorithm, its hparams, train-feed hparams.
 TABLE_2_METHODS = (
     ("oracle", "Oracle", ORACLE, "ultra_multr.Naive", {}, {"oracle_mode": True}),
     ("multr", "MULTR", MULTR, "ultra_multr.MULTR", {"variant": "dr"}, {}),
@@ -152,8 +152,11 @@ TABLE_2_METHODS = (
     ("naive", "Naive", BASELINE, "ultra_multr.Naive", {}, {}),
     ("rand_multr", "Rand-MULTR", MULTR, "ultra_multr.MULTR", {"variant": "dr", "simulator_steps": 0}, {}),
     ("eib_multr", "EIB-MULTR", MULTR, "ultra_multr.MULTR", {"variant": "eib"}, {}),
-    # MULTR's doubly robust loss over REM's propensities instead of DLA's.
-    ("multr_rem", "MULTR-REM", MULTR, "ultra_multr.MULTR", {"variant": "dr", "propensity": "rem"}, {}),
+    # MULTR's doubly robust loss on a second IPW framework: IPW with given
+    # position propensities (from a position-based click model's JSON, e.g.
+    # settings/click_models/pbm_eta1_eps0.1_ymax2.json, or `propensities`).
+    ("ipw", "IPW", BASELINE, "ultra_multr.IPW", {}, {}),
+    ("multr_ipw", "MULTR-IPW", MULTR, "ultra_multr.MULTR_IPW", {"variant": "dr"}, {}),
 )
 
 _REGISTRY: Dict[str, Method] = {}
