@@ -154,8 +154,14 @@ class RecurrentCell(nn.Module):
         return ((1.0 - update) * candidate + update * hidden,)
 
 
-def _keep_where(valid: torch.Tensor, new: Tuple[torch.Tensor, ...], old: Tuple[torch.Tensor, ...]):
-    """Take the new state only where the current slot is valid. valid: [..., M]."""
+def _keep_where(
+    valid: torch.Tensor, new: Tuple[torch.Tensor, ...], old: Tuple[torch.Tensor, ...], all_valid: bool = False
+):
+    """Take the new state only where the current slot is valid. valid: [..., M].
+
+    ``all_valid`` (known in advance) skips the selection."""
+    if all_valid:
+        return new
     keep = valid.unsqueeze(-1)
     return tuple(torch.where(keep, n, o) for n, o in zip(new, old))
 
@@ -169,12 +175,15 @@ class _Layout:
 
     Attributes:
         shown: [N, M] bool with M = B * P lists.
+        all_shown: N bools.
     """
 
     def __init__(self, order: torch.Tensor, shown: torch.Tensor, slots: int) -> None:
         batch, lists, positions = order.shape
         self.lists, self.slots = batch * lists, positions
         self.shown = shown.permute(2, 0, 1).reshape(positions, self.lists)
+        #: per position: every list shows a document there (one sync, here)
+        self.all_shown = self.shown.all(dim=1).tolist()
         identity = torch.arange(positions, device=order.device)
         # Observed lists (training): a strided view replaces the gather, and
         # autograd then avoids a zero-filled table-sized gradient per step.
@@ -263,7 +272,8 @@ class ContextAwareUserSimulator(nn.Module):
             back = layout.slots - 1 - t  # both directions advance in one batched step
             pre = layout.select_pair(gates.encoder, t, back)
             valid = torch.stack([layout.shown[t], layout.shown[back]])
-            state = _keep_where(valid, self.encoder_forward.step(pre, state, weight), state)
+            step = self.encoder_forward.step(pre, state, weight)
+            state = _keep_where(valid, step, state, layout.all_shown[t] and layout.all_shown[back])
         return self.context(torch.cat([state[0][0], state[0][1]], dim=-1))
 
     def _decode(
@@ -311,9 +321,12 @@ class ContextAwareUserSimulator(nn.Module):
         previous_click = context_gates.new_zeros((rows, 1))
         logits, clicks = [], []
         for t in range(slots):
-            pre = layout.select(gates.decoder, t) + (context_gates + constant[t])
+            pre = layout.select(gates.decoder, t)
+            # index_select returns a fresh tensor we may add into; a view may not be.
+            pre = pre + context_gates if layout.identity else pre.add_(context_gates)
+            pre = pre.add_(constant[t])
             step = self.decoder.step(pre, state, weight, previous_click, weight[hidden:])
-            state = _keep_where(layout.shown[t], step, state)
+            state = _keep_where(layout.shown[t], step, state, layout.all_shown[t])
             logit = self.click_head(state[0]).squeeze(-1)
             click = self._next_action(logit, None if given is None else given[t], teacher_forcing_ratio, generator)
             click = click * layout.shown[t].to(click.dtype)
