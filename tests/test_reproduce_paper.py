@@ -1,0 +1,179 @@
+"""example/reproduce_paper.py: the configs of Table 2, Figure 3 and Table 3 load in the runner as the paper's protocol.
+
+No training: configs are built from fake paths and expanded with the runner's own loader.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+
+import pytest
+
+from conftest import REPO_ROOT
+from ultra_multr.config import split_assignments
+from ultra_multr.experiments.runner import expand_runs, load_config
+
+_SCRIPT = os.path.join(REPO_ROOT, "example", "reproduce_paper.py")
+_SPEC = importlib.util.spec_from_file_location("reproduce_paper", _SCRIPT)
+paper = importlib.util.module_from_spec(_SPEC)
+sys.modules[_SPEC.name] = paper  # dataclasses look their module up there
+_SPEC.loader.exec_module(paper)
+
+CASCADE_YMAX4 = os.path.join(REPO_ROOT, "settings", "click_models", "cascade_eps0.1_ymax4.json")
+
+
+def hparams(text: str) -> dict:
+    return dict(item.split("=", 1) for item in split_assignments(text))
+
+
+def runs_of(tmp_path, argv, has_valid=True):
+    """Parse ``argv``, write the experiment's config as main() does, load and expand it with the runner."""
+    args = paper.parse_args(argv + ["--out", str(tmp_path / "out")])
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(paper.experiment_config(args, str(tmp_path / "data"), has_valid)))
+    return expand_runs(load_config(str(path)))
+
+
+def test_table2_runs_every_method_per_seed_on_simulated_cascade_clicks(tmp_path):
+    runs = runs_of(tmp_path, ["--experiment", "table2", "--dataset", "yahoo", "--data", "raw", "--seeds", "0", "1",
+                              "--steps", "300", "--simulator-steps", "200"])
+    assert len(runs) == 9 * 2
+    assert [r.method for r in runs if r.seed == 0] == paper.TABLE2_METHODS
+    assert {r.info["dataset"] for r in runs} == {"Yahoo"}
+    for run in runs:
+        assert run.main_args == {"batch_size": 256, "max_train_iteration": 300, "steps_per_checkpoint": 100,
+                                 "selection_bias_cutoff": 10}
+        assert run.settings["train_input_feed"] == "ultra_multr.feeds.ClickSimulationFeed"
+        assert hparams(run.settings["train_input_hparams"])["click_model_json"] == CASCADE_YMAX4
+        assert run.settings["ranking_model_hparams"] == "hidden_layer_sizes=[512,256,128]"
+        assert hparams(run.settings["learning_algorithm_hparams"])["learning_rate"] == "0.05"
+        assert run.settings["objective_metric"] == "ndcg_10"
+    algorithm = {r.method: hparams(r.settings["learning_algorithm_hparams"]) for r in runs if r.seed == 1}
+    # MULTR and EIB-MULTR train (and share) the simulator; Rand-MULTR keeps it random.
+    assert algorithm["multr"]["simulator_steps"] == algorithm["eib_multr"]["simulator_steps"] == "200"
+    assert algorithm["multr"]["simulator_checkpoint"] == algorithm["eib_multr"]["simulator_checkpoint"]
+    assert algorithm["multr"]["simulator_checkpoint"].endswith(os.path.join("simulators", "Yahoo.ckpt"))
+    assert algorithm["rand_multr"]["simulator_steps"] == "0"
+    assert algorithm["eib_multr"]["variant"] == "eib"
+    assert "simulator_steps" not in algorithm["dla"]
+    with open(CASCADE_YMAX4) as handle:
+        click_model = json.load(handle)
+    assert click_model["model_name"] == "cascade_model"
+    # epsilon + (1 - epsilon) (2^y - 1) / (2^4 - 1) with epsilon = 0.1
+    assert click_model["click_prob"] == pytest.approx([0.1 + 0.9 * (2**y - 1) / 15 for y in range(5)])
+
+
+def test_figure3_sweeps_multr_sample_num_only(tmp_path):
+    runs = runs_of(tmp_path, ["--experiment", "figure3", "--dataset", "istella", "--data", "raw", "--seeds", "3"])
+    assert len(runs) == len(paper.FIGURE3_SAMPLE_NUMS)
+    assert {r.method for r in runs} == {"multr"} and {r.info["dataset"] for r in runs} == {"Istella-S"}
+    assert [r.info["sweep"]["value"] for r in runs] == [0, 2, 4, 8, 16, 24, 32]
+    assert [hparams(r.settings["learning_algorithm_hparams"])["sample_num"] for r in runs] == [
+        "0", "2", "4", "8", "16", "24", "32"]
+    assert all(r.main_args["max_train_iteration"] == 10000 and r.seed == 3 for r in runs)
+    assert all(hparams(r.settings["learning_algorithm_hparams"])["simulator_steps"] == "10000" for r in runs)
+
+
+def test_table3_trains_on_logged_clicks_without_simulation(tmp_path):
+    runs = runs_of(tmp_path, ["--experiment", "table3", "--data", "tiangong"], has_valid=False)
+    assert [r.method for r in runs] == paper.TABLE3_METHODS
+    assert {r.info["dataset"] for r in runs} == {"Tiangong-ULTR"}
+    for run in runs:
+        assert run.settings["train_input_feed"] == "ultra.input_layer.DirectLabelFeed"
+        feed = hparams(run.settings["train_input_hparams"])
+        assert feed["use_max_candidate_num"] == "False" and "click_model_json" not in feed
+        # No validation split of its own: the test split must not pick the checkpoint.
+        assert run.settings["objective_metric"] == paper.KEEP_LAST_CHECKPOINT
+    with_valid = runs_of(tmp_path, ["--experiment", "table3", "--data", "tiangong"], has_valid=True)
+    assert {r.settings["objective_metric"] for r in with_valid} == {"ndcg_10"}
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--experiment", "table3", "--data", "d", "--methods", "multr", "oracle"], "oracle cannot run on real clicks"),
+        (["--experiment", "table3", "--dataset", "yahoo", "--data", "d"], "drop --dataset"),
+        (["--experiment", "table2", "--data", "d"], "needs --dataset"),
+        (["--experiment", "figure3", "--dataset", "yahoo", "--data", "d", "--steps", "0"], "--steps must be >= 1"),
+    ],
+)
+def test_bad_arguments_are_refused_with_the_reason(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        paper.parse_args(argv + ["--out", "o"])
+    assert message in capsys.readouterr().err
+
+
+def test_letor_preparation_command_per_dataset(tmp_path):
+    for name in ("set1.train.txt", "set1.valid.txt", "set1.test.txt", "train.txt", "vali.txt", "test.txt"):
+        (tmp_path / name).write_text("1 qid:1 1:0.5\n")
+    yahoo = paper.LETOR_DATASETS["yahoo"]
+    files = paper.letor_files(yahoo, str(tmp_path))
+    argv = paper.prepare_argv(yahoo, files, "out")
+    assert argv[argv.index("--valid") + 1] == str(tmp_path / "set1.valid.txt") and "--log1p" not in argv
+    istella = paper.LETOR_DATASETS["istella"]
+    argv = paper.prepare_argv(istella, paper.letor_files(istella, str(tmp_path)), "out")
+    assert argv[argv.index("--valid") + 1] == str(tmp_path / "vali.txt") and "--log1p" in argv
+    os.remove(tmp_path / "vali.txt")
+    with pytest.raises(paper.DataLayoutError, match="vali.txt"):
+        paper.letor_files(istella, str(tmp_path))
+    # A data directory prepared from other files is not reused.
+    data_dir = tmp_path / "prepared"
+    data_dir.mkdir()
+    report = {"sources": {split: [files[split]] for split in paper.SPLITS}, "log1p": False}
+    (data_dir / "prepare_report.json").write_text(json.dumps(report))
+    assert paper.is_prepared(yahoo, files, str(data_dir))
+    assert not paper.is_prepared(yahoo, dict(files, test=str(tmp_path / "test.txt")), str(data_dir))
+
+
+def write_tiangong(root, train_labels="q1 1 0 0\nq2 0 0 1\n", test_labels="t1 4 0 2\n", splits=("train", "test")):
+    """A minimal ULTRA-format directory (contents only as far as check_tiangong reads them)."""
+    root.mkdir()
+    (root / "settings.json").write_text(json.dumps({"feature_size": 33, "max_label": 4}))
+    for split in splits:
+        (root / split).mkdir(parents=True)
+        for suffix in (".feature", ".init_list"):
+            (root / split / (split + suffix)).write_text("")
+        (root / split / (split + ".labels")).write_text(train_labels if split == "train" else test_labels)
+    return str(root)
+
+
+def test_tiangong_layout_is_checked_and_linked(tmp_path):
+    data = paper.check_tiangong(write_tiangong(tmp_path / "tg"))
+    assert (data.has_valid, data.train_lists, data.feature_size) == (False, 2, 33)
+    assert data.clicks_per_list == pytest.approx(1.0)
+    view = str(tmp_path / "view")
+    paper.link_tiangong(data, view)
+    assert os.readlink(os.path.join(view, "valid", "valid.labels")) == os.path.join(data.path, "test", "test.labels")
+    assert os.readlink(os.path.join(view, "train")) == os.path.join(data.path, "train")
+    inode = os.stat(view).st_ino
+    paper.link_tiangong(data, view)  # already right: left alone, not rebuilt
+    assert os.stat(view).st_ino == inode
+    with open(os.path.join(view, "valid", "valid.labels")) as handle:
+        assert handle.read() == "t1 4 0 2\n"
+    (tmp_path / "view" / "note.txt").write_text("not ours")
+    with pytest.raises(paper.DataLayoutError, match="not a directory of links"):
+        paper.link_tiangong(data, view)
+
+    with_valid = paper.check_tiangong(write_tiangong(tmp_path / "tg2", splits=("train", "valid", "test")))
+    assert with_valid.has_valid
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"train_labels": "q1 1 0\nq2 0 3\n"}, r"train\.labels:2: label 3 is outside \[0, 1\]"),
+        ({"test_labels": "t1 5 0\n"}, r"test\.labels:1: label 5 is outside \[0, 4\]"),
+        ({"splits": ("train",)}, r"test\.feature is missing"),
+    ],
+)
+def test_tiangong_layout_errors_name_the_file(tmp_path, kwargs, message):
+    with pytest.raises(paper.DataLayoutError, match=message):
+        paper.check_tiangong(write_tiangong(tmp_path / "tg", **kwargs))
+
+
+def test_tiangong_without_settings_says_what_to_write(tmp_path):
+    (tmp_path / "train").mkdir()
+    with pytest.raises(paper.DataLayoutError, match='"feature_size": 33, "max_label": 4'):
+        paper.check_tiangong(str(tmp_path))
