@@ -194,3 +194,10 @@ def test_validation_scores_and_metrics(synthetic_data_dir):
     _, scores, summary = model.validation(input_feed)
     assert set(summary) == {"ndcg_10"} and 0.0 <= summary["ndcg_10"] <= 1.0
     assert scores.shape[1] == data.rank_list_size
+
+
+def test_simulator_refuses_a_feed_of_relevance_labels(synthetic_data_dir):
+    model, _, data = build(synthetic_data_dir, "simulator_steps=1,simulator_batch_size=8")
+    model.exp_settings = dict(model.exp_settings, train_input_feed="ultra.input_layer.DirectLabelFeed", train_input_hparams="")
+    with pytest.raises(ValueError, match="labels other than 0/1"):
+        model.prepare_simulator()

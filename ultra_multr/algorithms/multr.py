@@ -230,7 +230,14 @@ class DoublyRobustMixin:
 
     def _session_batch(self, feed) -> Batch:
         input_feed, _ = feed.get_batch(self._train_set, check_validation=False)
-        return self.batch(input_feed, self.rank_list_size)
+        batch = self.batch(input_feed, self.rank_list_size)
+        if not bool(((batch.labels == 0) | (batch.labels == 1)).all()):
+            raise ValueError(
+                "train_input_feed %s gives labels other than 0/1 (max %g): the user simulator "
+                "learns from clicks; use a click feed, not relevance labels"
+                % (self.exp_settings["train_input_feed"], float(batch.labels.max()))
+            )
+        return batch
 
     def simulator_log_likelihood(self, batches: List[Batch]) -> Tuple[float, List[float]]:
         """Mean held-out log-likelihood per session and per-position mean."""
