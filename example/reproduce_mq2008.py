@@ -40,7 +40,9 @@ def study_config(args, data_root: str) -> dict:
     folds = {"Fold%d" % k: os.path.join(data_root, "Fold%d" % k) for k in args.folds}
     # Oracle ignores clicks and Rand-MULTR is an ablation: budgets run the rest.
     budget_methods = [m for m in args.methods if m not in ("oracle", "rand_multr")]
-    sweeps = [
+    sweeps = []
+    if args.budgets:
+        sweeps.append(
         {
             "name": "K",
             "methods": budget_methods,
@@ -49,7 +51,7 @@ def study_config(args, data_root: str) -> dict:
             "values": list(args.budgets),
             "overrides": {"train_input_feed": "ultra_multr.feeds.ClickLogFeed"},
         }
-    ]
+        )
     if args.sweep:
         sweeps.append(
             {
