@@ -43,15 +43,15 @@ def study_config(args, data_root: str) -> dict:
     sweeps = []
     if args.budgets:
         sweeps.append(
-        {
-            "name": "K",
-            "methods": budget_methods,
-            "section": "train_input_hparams",
-            "parameter": "sessions_per_query",
-            "values": list(args.budgets),
-            "overrides": {"train_input_feed": "ultra_multr.feeds.ClickLogFeed"},
-        }
-        )
+            {
+                "name": "K",
+                "methods": budget_methods,
+                "section": "train_input_hparams",
+                "parameter": "sessions_per_query",
+                "values": list(args.budgets),
+                "overrides": {"train_input_feed": "ultra_multr.feeds.ClickLogFeed"},
+            }
+            )
     if args.sweep:
         sweeps.append(
             {
