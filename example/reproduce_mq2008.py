@@ -51,7 +51,7 @@ def study_config(args, data_root: str) -> dict:
                 "values": list(args.budgets),
                 "overrides": {"train_input_feed": "ultra_multr.feeds.ClickLogFeed"},
             }
-            )
+        )
     if args.sweep:
         sweeps.append(
             {
