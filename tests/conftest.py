@@ -7,8 +7,13 @@ import sys
 from typing import List
 
 import pytest
+import torch
 
 from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
+
+# Test tensors are small: one intra-op thread avoids OpenMP hand-offs that cost
+# more than the work (and keeps the suite fast when the machine is busy).
+torch.set_num_threads(1)
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
