@@ -9,15 +9,6 @@ import torch
 from ultra_multr import losses
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Small tensors: on a busy 2-core machine, intra-op threads only add contention (20x slower fits)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def test_rem_posteriors_hand_case_and_they_sum_to_one():
     logits = torch.tensor([[0.0, 0.0, 1.5, 3.0]])
     theta = torch.tensor([0.5, 0.5, 0.8, 0.3])
