@@ -16,7 +16,6 @@ import pytest
 import torch
 
 from conftest import REPO_ROOT
-from test_baseline_losses import one_thread  # noqa: F401  (autouse: one intra-op thread here too)
 from ultra_multr import losses
 
 SETTINGS_DIR = os.path.join(REPO_ROOT, "settings")
