@@ -44,7 +44,7 @@ import torch
 
 from .click_models import ClickModel
 from .config import require
-from .simulator import CELLS, ContextAwareUserSimulator, SimulatorConfig, simulator_loss
+from .simulator import CELLS, ContextAwareUserSimulator, SimulatorConfig, simulator_update
 
 logger = logging.getLogger(__name__)
 
@@ -388,28 +388,26 @@ def train_simulator(
     with torch.random.fork_rng(devices=[]):  # leave the caller's global generator alone
         torch.manual_seed(int(torch.randint(2**62, (1,), generator=generator)))
         simulator = ContextAwareUserSimulator(config.simulator_config(lists.features.shape[2], lists.n_positions))
-    parameters = list(simulator.parameters())
     optimizer_class = torch.optim.Adam if config.optimizer == "adam" else torch.optim.Adagrad
-    optimizer = optimizer_class(parameters, lr=config.learning_rate)
+    optimizer = optimizer_class(simulator.parameters(), lr=config.learning_rate)
     history: List[Dict[str, float]] = []
     for step in range(1, config.steps + 1):
-        simulator.train()
         pick = torch.randint(len(sessions), (config.batch_size,), generator=generator)
         query, clicks = sessions.query[pick], sessions.clicks[pick]
-        mask = lists.mask[query]
-        logits = simulator.click_logits(lists.features[query], mask, clicks)
-        loss = simulator_loss(simulator, logits, clicks, mask, config.l2)
-        if not math.isfinite(float(loss.detach())):
-            raise FloatingPointError("non-finite simulator loss at step %d" % step)
         for group in optimizer.param_groups:
             group["lr"] = _learning_rate(config, step)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if config.max_gradient_norm > 0:
-            torch.nn.utils.clip_grad_norm_(parameters, config.max_gradient_norm)
-        optimizer.step()
+        loss = simulator_update(
+            simulator,
+            optimizer,
+            lists.features[query],
+            lists.mask[query],
+            clicks,
+            config.l2,
+            config.max_gradient_norm,
+            step=step,
+        )
         if step == config.steps or (config.log_every and step % config.log_every == 0):
-            entry = {"step": step, "loss": float(loss.detach())}
+            entry = {"step": step, "loss": loss}
             if heldout is not None:
                 probs = SimulatorModel(simulator).conditional_click_probs(lists, heldout)
                 entry["heldout_log_likelihood"] = float(slot_log_likelihood(probs, heldout, lists).sum(1).mean())

@@ -23,6 +23,7 @@ N list positions are looped over, never queries or samples.
 """
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -435,6 +436,45 @@ def simulator_loss(
     if l2_weight <= 0:
         return nll
     return nll + l2_weight * sum((p * p).sum() for p in simulator.parameters())
+
+
+def simulator_update(
+    simulator: ContextAwareUserSimulator,
+    optimizer: torch.optim.Optimizer,
+    features: torch.Tensor,
+    mask: torch.Tensor,
+    clicks: torch.Tensor,
+    l2_weight: float,
+    max_gradient_norm: float = 0.0,
+    teacher_forcing_ratio: float = 1.0,
+    generator: Optional[torch.Generator] = None,
+    step: int = 0,
+) -> float:
+    """One optimizer step on the simulator loss of a batch of sessions.
+
+    Args:
+        features: [B, N, F]; mask: [B, N] bool; clicks: [B, N].
+        max_gradient_norm: clip the gradient norm (<= 0: no clipping).
+        step: the step number, for the error message.
+
+    Returns:
+        the loss before the step.
+
+    Raises:
+        FloatingPointError: a non-finite loss (the step is not taken).
+    """
+    simulator.train()
+    logits = simulator.click_logits(features, mask, clicks, teacher_forcing_ratio, generator)
+    loss = simulator_loss(simulator, logits, clicks, mask, l2_weight)
+    value = float(loss.detach())
+    if not math.isfinite(value):
+        raise FloatingPointError("non-finite simulator loss %r at simulator step %d" % (value, step))
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if max_gradient_norm > 0:
+        torch.nn.utils.clip_grad_norm_(simulator.parameters(), max_gradient_norm)
+    optimizer.step()
+    return value
 
 
 def save_simulator(path: str, simulator: ContextAwareUserSimulator, metadata: Dict) -> None:

@@ -45,7 +45,6 @@ given propensities.
 """
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
@@ -66,7 +65,7 @@ from ..simulator import (
     click_log_likelihood,
     load_simulator,
     save_simulator,
-    simulator_loss,
+    simulator_update,
 )
 from .base import LOGGER, AlgorithmConfig
 from .dla import DLA, DLAConfig
@@ -260,31 +259,31 @@ class DoublyRobustMixin:
         config = self.hparams
         feed = self._click_feed()
         heldout = [self._session_batch(feed) for _ in range(config.simulator_heldout_batches)]
-        parameters = list(self.simulator.parameters())
+        parameters = self.simulator.parameters()
         if config.simulator_optimizer == "adam":
             optimizer = torch.optim.Adam(parameters, lr=config.simulator_learning_rate)
         else:
             optimizer = torch.optim.Adagrad(parameters, lr=config.simulator_learning_rate)
         LOGGER.info("user simulator: training for %d steps of %d sessions", steps, config.simulator_batch_size)
         for step in range(1, steps + 1):
-            self.simulator.train()
             batch = self._session_batch(feed)
-            logits = self.simulator.click_logits(
-                batch.features, batch.mask, batch.labels, config.teacher_forcing_ratio, self.generator
+            loss = simulator_update(
+                self.simulator,
+                optimizer,
+                batch.features,
+                batch.mask,
+                batch.labels,
+                config.simulator_l2,
+                config.max_gradient_norm,
+                config.teacher_forcing_ratio,
+                self.generator,
+                step,
             )
-            loss = simulator_loss(self.simulator, logits, batch.labels, batch.mask, config.simulator_l2)
-            if not math.isfinite(float(loss.detach())):
-                raise FloatingPointError("non-finite simulator loss at simulator step %d" % step)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if config.max_gradient_norm > 0:
-                torch.nn.utils.clip_grad_norm_(parameters, config.max_gradient_norm)
-            optimizer.step()
             if step == steps or (config.simulator_log_every and step % config.simulator_log_every == 0):
                 heldout_ll, _ = self.simulator_log_likelihood(heldout)
                 LOGGER.info(
                     "user simulator: step %d/%d loss %.4f held-out click log-likelihood %.4f per session",
-                    step, steps, float(loss.detach()), heldout_ll,
+                    step, steps, loss, heldout_ll,
                 )
         heldout_ll, per_position = self.simulator_log_likelihood(heldout)
         return dict(
