@@ -15,6 +15,7 @@ Needs ULTRA importable.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 from types import SimpleNamespace
@@ -104,7 +105,7 @@ def main() -> None:
     rows = []
     reset_peak(device)
     dla = DLA(data_set, settings("ultra_multr.DLA", common, args.list_size))
-    dla_ms = timed(lambda: dla.train(feed), args.steps, args.warmup, device)
+    dla_ms = timed(functools.partial(dla.train, feed), args.steps, args.warmup, device)
     rows.append(("DLA", dla_ms, peak_mb(device)))
     del dla
 
@@ -116,7 +117,7 @@ def main() -> None:
             settings("ultra_multr.MULTR", common + ",simulator_steps=0,sample_num=%d" % samples, args.list_size),
         )
         multr.prepare_simulator()  # random weights: sampling costs the same as after training
-        ms = timed(lambda: multr.train(feed), args.steps, args.warmup, device)
+        ms = timed(functools.partial(multr.train, feed), args.steps, args.warmup, device)
         rows.append(("MULTR sample_num=%d" % samples, ms, peak_mb(device)))
         if simulator_ms is None:
             simulator = multr.simulator
