@@ -24,8 +24,6 @@ N list positions are looped over, never queries or samples.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import Dict, Optional, Tuple
 
@@ -33,6 +31,7 @@ import torch
 from torch import nn
 
 from .config import require
+from .data.ultra_format import atomic_write_file
 
 UNKNOWN, SKIP, CLICK = 0, 1, 2
 CELLS = ("lstm", "gru")
@@ -479,27 +478,12 @@ def simulator_update(
 
 def save_simulator(path: str, simulator: ContextAwareUserSimulator, metadata: Dict) -> None:
     """Save config, weights and ``metadata`` to ``path`` via a temporary file."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp_path = tempfile.mkstemp(prefix=".tmp-", suffix=".ckpt", dir=directory)
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp_path, 0o666 & ~umask)  # mkstemp creates files 0600
-    try:
-        torch.save(
-            {
-                "config": asdict(simulator.config),
-                "state_dict": simulator.state_dict(),
-                "metadata": dict(metadata),
-            },
-            tmp_path,
-        )
-        os.replace(tmp_path, path)
-    except BaseException:
-        if os.path.exists(tmp_path):
-            os.remove(tmp_path)
-        raise
+    payload = {
+        "config": asdict(simulator.config),
+        "state_dict": simulator.state_dict(),
+        "metadata": dict(metadata),
+    }
+    atomic_write_file(path, lambda tmp_path: torch.save(payload, tmp_path))
 
 
 def load_simulator(

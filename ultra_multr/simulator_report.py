@@ -67,7 +67,7 @@ from .click_model_evaluation import (
     train_simulator,
 )
 from .config import format_hparams, parse_hparams
-from .data.ultra_format import atomic_write_text
+from .data.ultra_format import atomic_write_file, atomic_write_text
 from .simulator import check_compatible, save_simulator
 
 logger = logging.getLogger(__name__)
@@ -379,16 +379,10 @@ def plot_calibration(report: Dict[str, Any], path: str) -> None:
         axis.grid(alpha=0.3)
         axis.legend(fontsize=8)
     figure.tight_layout()
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, ".tmp-" + os.path.basename(path))
     try:
-        figure.savefig(tmp, dpi=120, format="png")
-        os.replace(tmp, path)
+        atomic_write_file(path, lambda tmp: figure.savefig(tmp, dpi=120, format="png"))
     finally:
         plt.close(figure)
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def write_outputs(report: Dict[str, Any], out_dir: str) -> None:

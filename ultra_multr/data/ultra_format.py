@@ -15,7 +15,7 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass
-from typing import Iterable, List, Sequence
+from typing import Callable, Iterable, List, Sequence
 
 import numpy as np
 
@@ -39,20 +39,36 @@ class RankedQuery:
     initial_scores: np.ndarray
 
 
-def atomic_write_text(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
+def atomic_write_file(path: str, write: Callable[[str], None]) -> None:
+    """Have ``write(temporary_path)`` produce the file, then rename it to ``path``.
+
+    The temporary file sits in the same directory (so the rename is atomic)
+    and gets the permissions a plain ``open`` would give; on any error it is
+    removed and ``path`` is left as it was.
+    """
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    fd, tmp_path = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    # Keep the extension: torch.save names its archive after the file name.
+    fd, tmp_path = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.splitext(path)[1], dir=directory)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
         os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp creates files 0600
+        write(tmp_path)
         os.replace(tmp_path, path)
     except BaseException:
         if os.path.exists(tmp_path):
             os.remove(tmp_path)
         raise
+
+
+def atomic_write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename."""
+
+    def write(tmp_path: str) -> None:
+        with open(tmp_path, "w") as handle:
+            handle.write(text)
+
+    atomic_write_file(path, write)
 
 
 def _umask() -> int:

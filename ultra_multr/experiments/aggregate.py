@@ -32,7 +32,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..data.ultra_format import atomic_write_text
+from ..data.ultra_format import atomic_write_file, atomic_write_text
 from .evaluate import PER_QUERY_CSV, read_per_query_csv
 from .metrics import metric_names
 from .significance import EXACT_MAX_QUERIES, randomization_test
@@ -261,12 +261,10 @@ def plot_sweep(records: Sequence[RunRecord], path: str, title: str) -> None:
         axis.legend(fontsize=8)
     figure.suptitle(title)
     figure.tight_layout()
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, ".tmp-" + os.path.basename(path))
-    figure.savefig(tmp, dpi=120, format="png")
-    plt.close(figure)
-    os.replace(tmp, path)
+    try:
+        atomic_write_file(path, lambda tmp: figure.savefig(tmp, dpi=120, format="png"))
+    finally:
+        plt.close(figure)
 
 
 def _is_number(value) -> bool:
