@@ -65,9 +65,13 @@ class DLA(PluginAlgorithm):
             (list(self.model.parameters()), self.hparams.learning_rate),
         ]
 
-    def propensity_weights(self, propensity_logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Inverse propensity weights [B, N] from DLA's propensity logits."""
-        probs = losses.logits_to_probability(propensity_logits, mask, self.hparams.logits_to_prob)
+    def propensity_weights(self, logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """DLA's normalised inverse weights [B, N] from logits [B, N].
+
+        Applied to the propensity logits they weight the ranking loss; applied
+        to the ranker's scores (DLA's dual view) they weight the examination loss.
+        """
+        probs = losses.logits_to_probability(logits, mask, self.hparams.logits_to_prob)
         return losses.ipw_weights(probs, mask, self.hparams.max_propensity_weight)
 
     def ranking_loss(
@@ -83,11 +87,7 @@ class DLA(PluginAlgorithm):
         propensity_logits = self.propensity_model(batch.labels.t())
         with torch.no_grad():
             weights = self.propensity_weights(propensity_logits, batch.mask)
-            relevance_weights = losses.ipw_weights(
-                losses.logits_to_probability(scores, batch.mask, self.hparams.logits_to_prob),
-                batch.mask,
-                self.hparams.max_propensity_weight,
-            )
+            relevance_weights = self.propensity_weights(scores, batch.mask)
         rank_loss, parts = self.ranking_loss(batch, scores, weights)
         exam_loss = losses.dla_softmax_loss(propensity_logits, batch.labels, relevance_weights, batch.mask)
         parts = dict(parts, rank_loss=float(rank_loss.detach()), exam_loss=float(exam_loss.detach()))
