@@ -8,8 +8,11 @@ Usage::
 Every configuration trains on the same random batch (ULTRA's input-feed
 format, so ``model.train`` does exactly what it does under main.py); the
 feed itself is not timed.  The simulator's training step is timed on the
-same batch.  Peak memory is the process's peak RSS (VmHWM, reset between
-configurations) on CPU and ``torch.cuda.max_memory_allocated`` on CUDA.
+same batch.  Step times are taken in interleaved rounds (one step of every
+configuration per round) and each ratio is the median of per-round ratios to
+DLA.  Peak memory is measured first, one configuration at a time during its
+warm-up: the process's peak RSS (VmHWM, reset before each) on CPU and
+``torch.cuda.max_memory_allocated`` on CUDA.
 Needs ULTRA importable.
 """
 from __future__ import annotations
@@ -19,13 +22,14 @@ import functools
 import statistics
 import time
 from types import SimpleNamespace
+from typing import Callable, Dict, List
 
 import numpy as np
 import torch
 
 from ultra_multr.algorithms.dla import DLA
 from ultra_multr.algorithms.multr import MULTR
-from ultra_multr.simulator import simulator_loss
+from ultra_multr.simulator import ContextAwareUserSimulator, simulator_update
 
 
 def input_feed(batch_size: int, list_size: int, features: int, seed: int = 0) -> dict:
@@ -72,19 +76,42 @@ def peak_mb(device: torch.device) -> float:
     return float("nan")
 
 
-def timed(step, steps: int, warmup: int, device: torch.device) -> float:
+def warm_up_and_peak(step, warmup: int, device: torch.device) -> float:
+    """Run ``step`` ``warmup`` times from a reset peak; return the peak (MB)."""
+    reset_peak(device)
     for _ in range(warmup):
         step()
-    times = []
-    for _ in range(steps):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        step()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000.0
+    return peak_mb(device)
+
+
+def interleaved_times(steps: Dict[str, Callable[[], None]], rounds: int, device: torch.device) -> Dict[str, List[float]]:
+    """Milliseconds per call of every step function, one call of each per round.
+
+    Interleaving exposes every configuration to the same machine state, so
+    slow drifts (other tenants of a virtual machine, frequency changes) move
+    all of them together and the per-round ratios stay meaningful.
+    """
+    times: Dict[str, List[float]] = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, step in steps.items():
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            start = time.perf_counter()
+            step()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            times[name].append((time.perf_counter() - start) * 1000.0)
+    return times
+
+
+def simulator_training_step(multr: MULTR, feed: dict, list_size: int) -> Callable[[], None]:
+    """One Adagrad step of MULTR's simulator loss on the feed's clicks (its own copy of the simulator)."""
+    simulator = ContextAwareUserSimulator(multr.simulator_config).to(multr.device)
+    optimizer = torch.optim.Adagrad(simulator.parameters(), lr=0.05)
+    batch = multr.batch(feed, list_size)
+    return functools.partial(
+        simulator_update, simulator, optimizer, batch.features, batch.mask, batch.labels, l2_weight=1e-5
+    )
 
 
 def main() -> None:
@@ -93,7 +120,7 @@ def main() -> None:
     parser.add_argument("--list-size", type=int, default=10)
     parser.add_argument("--features", type=int, default=700)
     parser.add_argument("--samples", type=int, nargs="+", default=[0, 8, 32])
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=20, help="timed rounds (one step of every configuration each)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
@@ -102,50 +129,39 @@ def main() -> None:
     data_set = SimpleNamespace(feature_size=args.features)
     common = "seed=0,device=%s,log_every=0" % args.device
 
-    rows = []
+    # Peak memory: one configuration at a time, each from a reset peak.
+    steps: Dict[str, Callable[[], None]] = {}
+    peaks: Dict[str, float] = {}
     reset_peak(device)
     dla = DLA(data_set, settings("ultra_multr.DLA", common, args.list_size))
-    dla_ms = timed(functools.partial(dla.train, feed), args.steps, args.warmup, device)
-    rows.append(("DLA", dla_ms, peak_mb(device)))
-    del dla
-
-    simulator_ms = None
+    steps["DLA"] = functools.partial(dla.train, feed)
+    peaks["DLA"] = warm_up_and_peak(steps["DLA"], args.warmup, device)
     for samples in args.samples:
+        name = "MULTR sample_num=%d" % samples
         reset_peak(device)
         multr = MULTR(
             data_set,
             settings("ultra_multr.MULTR", common + ",simulator_steps=0,sample_num=%d" % samples, args.list_size),
         )
         multr.prepare_simulator()  # random weights: sampling costs the same as after training
-        ms = timed(functools.partial(multr.train, feed), args.steps, args.warmup, device)
-        rows.append(("MULTR sample_num=%d" % samples, ms, peak_mb(device)))
-        if simulator_ms is None:
-            simulator = multr.simulator
-            simulator.train()
-            for parameter in simulator.parameters():
-                parameter.requires_grad_(True)
-            optimizer = torch.optim.Adagrad(simulator.parameters(), lr=0.05)
-            batch = multr.batch(feed, args.list_size)
+        steps[name] = functools.partial(multr.train, feed)
+        peaks[name] = warm_up_and_peak(steps[name], args.warmup, device)
+    name = "simulator training step"
+    reset_peak(device)
+    steps[name] = simulator_training_step(multr, feed, args.list_size)
+    peaks[name] = warm_up_and_peak(steps[name], args.warmup, device)
 
-            def simulator_step():
-                logits = simulator.click_logits(batch.features, batch.mask, batch.labels)
-                loss = simulator_loss(simulator, logits, batch.labels, batch.mask, 1e-5)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-
-            simulator_ms = timed(simulator_step, args.steps, args.warmup, device)
-        del multr
-
+    times = interleaved_times(steps, args.steps, device)
     print(
-        "batch %d, N=%d, %d features, DNN [512,256,128], %s, %d torch threads, median of %d steps"
+        "batch %d, N=%d, %d features, DNN [512,256,128], %s, %d torch threads, %d interleaved rounds"
         % (args.batch_size, args.list_size, args.features, device, torch.get_num_threads(), args.steps)
     )
-    print("| configuration | ms / step | x DLA | peak memory (MB) | x DLA |")
+    print("| configuration | ms / step (median) | x DLA (median of per-round ratios) | peak memory (MB) | x DLA |")
     print("|---|---|---|---|---|")
-    for name, ms, peak in rows:
-        print("| %s | %.1f | %.2f | %.0f | %.2f |" % (name, ms, ms / dla_ms, peak, peak / rows[0][2]))
-    print("| simulator training step | %.1f | %.2f | | |" % (simulator_ms, simulator_ms / dla_ms))
+    for name, ms in times.items():
+        ratio = statistics.median(t / d for t, d in zip(ms, times["DLA"]))
+        memory = "| %.0f | %.2f |" % (peaks[name], peaks[name] / peaks["DLA"]) if name.startswith(("DLA", "MULTR")) else "| | |"
+        print("| %s | %.1f | %.2f %s" % (name, statistics.median(ms), ratio, memory))
 
 
 if __name__ == "__main__":
