@@ -94,6 +94,47 @@ def test_sampled_clicks_never_hit_padding_and_follow_the_probabilities():
     assert 0.5 < observed_rate < 1.0 and p_first[1] > 0.5
 
 
+def test_sampled_sessions_follow_the_autoregressive_click_probabilities():
+    # P(c1) = sigmoid(l1); P(c2) = P(c1) sigmoid(l2 | c1) + (1 - P(c1)) sigmoid(l2 | no c1).
+    sim = make(features=4, slots=3, seed=3)
+    features = torch.randn(1, 3, 4)
+    mask = torch.ones(1, 3, dtype=torch.bool)
+    with torch.no_grad():
+        after_skip = torch.sigmoid(sim.click_logits(features, mask, torch.zeros(1, 3)))[0]
+        after_click = torch.sigmoid(sim.click_logits(features, mask, torch.tensor([[1.0, 0, 0]])))[0]
+        samples = 40000
+        orders = torch.arange(3).expand(1, samples, 3)  # the same list, many sessions
+        clicks = sim.sample_clicks(features, mask, orders, torch.Generator().manual_seed(1))[0]
+    p1 = after_skip[0]
+    p2 = p1 * after_click[1] + (1 - p1) * after_skip[1]
+    tolerance = 4 * (0.25 / samples) ** 0.5
+    assert abs(clicks[:, 0].mean() - p1) < tolerance
+    assert abs(clicks[:, 1].mean() - p2) < tolerance
+    assert abs(clicks[:, 1][clicks[:, 0] == 1].mean() - after_click[1]) < 2 * tolerance
+
+
+def test_teacher_forcing_ratio_feeds_the_observed_click_that_often():
+    # The simulator never clicks by itself, so a click fed back at position 1
+    # can only be the observed one; the logit at position 2 tells which was fed.
+    sim = make(features=4, slots=2, seed=4)
+    with torch.no_grad():
+        sim.click_head.bias.fill_(-60.0)
+    features = torch.randn(1, 2, 4).expand(4000, -1, -1)
+    mask = torch.ones(4000, 2, dtype=torch.bool)
+    clicks = torch.tensor([1.0, 0.0]).expand(4000, -1)
+
+    def second_logits(ratio):
+        with torch.no_grad():
+            logits = sim.click_logits(features, mask, clicks, ratio, torch.Generator().manual_seed(0))
+        return logits[:, 1]
+
+    forced, free, mixed = second_logits(1.0), second_logits(0.0), second_logits(0.3)
+    assert not torch.isclose(forced[0], free[0])
+    fed_observed = torch.isclose(mixed, forced)
+    assert bool((fed_observed | torch.isclose(mixed, free)).all())
+    assert abs(fed_observed.float().mean().item() - 0.3) < 0.03
+
+
 def test_loss_adds_l2_and_gradients_reach_every_parameter():
     sim = make()
     features = torch.randn(4, 6, 12)

@@ -329,7 +329,10 @@ class ContextAwareUserSimulator(nn.Module):
         previous_action[0] = UNKNOWN
         constant = positions + actions[previous_action] + self.decoder.input_bias()  # [N, G]
         weight = self.decoder.with_extra_input((actions[CLICK] - actions[SKIP]).unsqueeze(0))
-        given = None if given_clicks is None else given_clicks.permute(2, 0, 1).reshape(slots, rows)
+        given = None if given_clicks is None else (given_clicks * shown).permute(2, 0, 1).reshape(slots, rows)
+        threshold = None
+        if given is None or teacher_forcing_ratio < 1.0:
+            threshold = self._click_thresholds(layout.shown, given, teacher_forcing_ratio, generator, context_gates.dtype)
         state: Optional[Tuple[torch.Tensor, ...]] = None
         previous_click: Optional[torch.Tensor] = None  # [M, 1]
         logits, clicks = [], []
@@ -341,8 +344,7 @@ class ContextAwareUserSimulator(nn.Module):
             step = self.decoder.step(pre, state, weight, previous_click)
             state = _keep_where(layout.shown[t], step, state, layout.all_shown[t])
             logit = self.click_head(state[0]).squeeze(-1)
-            click = self._next_action(logit, None if given is None else given[t], teacher_forcing_ratio, generator)
-            click = click * layout.shown[t].to(click.dtype)
+            click = given[t] if threshold is None else (logit.detach() > threshold[t]).to(logit.dtype)
             previous_click = click.unsqueeze(-1)
             logits.append(logit)
             clicks.append(click)
@@ -352,22 +354,34 @@ class ContextAwareUserSimulator(nn.Module):
         )
 
     @staticmethod
-    def _next_action(
-        logit: torch.Tensor,
+    def _click_thresholds(
+        shown: torch.Tensor,
         given: Optional[torch.Tensor],
         teacher_forcing_ratio: float,
         generator: Optional[torch.Generator],
+        dtype: torch.dtype,
     ) -> torch.Tensor:
-        """The click fed to the next step: observed, sampled, or a mix. [M]."""
-        if given is not None and teacher_forcing_ratio >= 1.0:
-            return given
-        with torch.no_grad():
-            uniform = torch.rand(logit.shape, generator=generator, device=logit.device, dtype=logit.dtype)
-            sampled = (uniform < torch.sigmoid(logit)).to(logit.dtype)
-            if given is None:
-                return sampled
-            use_given = torch.rand(logit.shape, generator=generator, device=logit.device) < teacher_forcing_ratio
-            return torch.where(use_given, given, sampled)
+        """Thresholds on the logits that give the action fed to the next step.
+
+        A sampled click is ``u < sigmoid(logit)``, i.e. ``logit > logit(u)``,
+        so one draw of ``u`` for every (position, list) up front replaces a
+        draw and a sigmoid per step.  Where the observed click is fed instead
+        (teacher forcing), the threshold is -inf (click) or +inf (skip);
+        where nothing is shown it is +inf (never a click).
+
+        Args:
+            shown: [N, M] bool; given: [N, M] observed clicks or None.
+
+        Returns:
+            [N, M] thresholds: the action at t is ``logit_t > threshold[t]``.
+        """
+        uniform = torch.rand(shown.shape, generator=generator, device=shown.device, dtype=dtype)
+        threshold = torch.logit(uniform)
+        if given is not None:
+            use_given = torch.rand(shown.shape, generator=generator, device=shown.device) < teacher_forcing_ratio
+            forced = torch.where(given > 0, -math.inf, math.inf).to(dtype)
+            threshold = torch.where(use_given, forced, threshold)
+        return threshold.masked_fill_(~shown, math.inf)
 
     # -- public API ----------------------------------------------------
     def click_logits(
