@@ -332,7 +332,9 @@ class ContextAwareUserSimulator(nn.Module):
         given = None if given_clicks is None else (given_clicks * shown).permute(2, 0, 1).reshape(slots, rows)
         threshold = None
         if given is None or teacher_forcing_ratio < 1.0:
-            threshold = self._click_thresholds(layout.shown, given, teacher_forcing_ratio, generator, context_gates.dtype)
+            threshold = self._click_thresholds(
+                layout.shown, given, teacher_forcing_ratio, generator, context_gates.dtype
+            )
         state: Optional[Tuple[torch.Tensor, ...]] = None
         previous_click: Optional[torch.Tensor] = None  # [M, 1]
         logits, clicks = [], []
