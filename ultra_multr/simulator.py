@@ -25,6 +25,7 @@ and sampling runs over chunks of lists (see ``LISTS_PER_CHUNK``).
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, Optional, Tuple
@@ -123,6 +124,7 @@ class RecurrentCell(nn.Module):
         state: Optional[Tuple[torch.Tensor, ...]],
         recurrent_weight: torch.Tensor,
         extra_input: Optional[torch.Tensor] = None,
+        overwrite: bool = False,
     ) -> Tuple[torch.Tensor, ...]:
         """One step.
 
@@ -135,6 +137,8 @@ class RecurrentCell(nn.Module):
             extra_input: [M, K], one more input block that changes every
                 step, multiplied by the rows of ``recurrent_weight`` below H
                 (zero in the zero state).
+            overwrite: ``pre_gates`` is scratch (a fresh tensor, not a view of
+                a table) and the LSTM may accumulate its gates in place.
 
         Returns:
             the new state: (h, c) for the LSTM, (h,) for the GRU.
@@ -146,7 +150,8 @@ class RecurrentCell(nn.Module):
                 gates = pre_gates.sigmoid()
             else:
                 inputs = state[0] if extra_input is None else torch.cat([state[0], extra_input], dim=-1)
-                gates = torch.addmm(pre_gates, inputs, recurrent_weight).sigmoid_()
+                product = pre_gates.addmm_ if overwrite else functools.partial(torch.addmm, pre_gates)
+                gates = product(inputs, recurrent_weight).sigmoid_()
             i, f, g, o = gates.chunk(4, dim=-1)
             # g holds sigmoid(2 x_g), so tanh(x_g) = 2 g - 1 and
             # c' = f c + i tanh(x_g) = (f c - i) + 2 i g; likewise
@@ -207,6 +212,8 @@ class _Layout:
         # Observed lists (training): strided views replace the gathers.
         self.identity = lists == 1 and positions == slots and bool((order == identity).all())
         self.rows: Optional[torch.Tensor] = None
+        #: reads return fresh tensors (gathers), not views of the table
+        self.fresh_reads = not self.identity
         if not self.identity:
             offsets = (torch.arange(batch, device=order.device) * slots).view(batch, 1, 1)
             self.rows = (order + offsets).permute(2, 0, 1).reshape(positions, self.lists)
@@ -285,7 +292,8 @@ class ContextAwareUserSimulator(nn.Module):
             state: Optional[Tuple[torch.Tensor, ...]] = None
             for step in range(layout.slots):
                 t = layout.slots - 1 - step if backward else step
-                state = _keep_where(layout.shown[t], cell.step(read(t), state, weight), state, layout.all_shown[t])
+                new = cell.step(read(t), state, weight, overwrite=layout.fresh_reads)
+                state = _keep_where(layout.shown[t], new, state, layout.all_shown[t])
             final.append(state[0])
         return self.context(torch.cat(final, dim=-1))
 
@@ -343,7 +351,7 @@ class ContextAwareUserSimulator(nn.Module):
             # index_select returns a fresh tensor we may add into; a view may not be.
             pre = read(t) + context_gates if layout.identity else read(t).add_(context_gates)
             pre = pre.add_(constant[t])
-            step = self.decoder.step(pre, state, weight, previous_click)
+            step = self.decoder.step(pre, state, weight, previous_click, overwrite=True)
             state = _keep_where(layout.shown[t], step, state, layout.all_shown[t])
             logit = self.click_head(state[0]).squeeze(-1)
             click = given[t] if threshold is None else (logit.detach() > threshold[t]).to(logit.dtype)
