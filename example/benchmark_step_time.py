@@ -4,6 +4,7 @@ Usage::
 
     python example/benchmark_step_time.py [--batch-size 256] [--list-size 10]
         [--features 700] [--samples 0 8 32] [--steps 20] [--device cpu]
+        [--multr-hparams "simulator_input_mlp=[128]"]
 
 Every configuration trains on the same random batch (ULTRA's input-feed
 format, so ``model.train`` does exactly what it does under main.py); the
@@ -29,7 +30,7 @@ import torch
 
 from ultra_multr.algorithms.dla import DLA
 from ultra_multr.algorithms.multr import MULTR
-from ultra_multr.simulator import ContextAwareUserSimulator, simulator_update
+from ultra_multr.simulator import LISTS_PER_CHUNK, ContextAwareUserSimulator, SimulatorConfig, simulator_update
 
 
 def input_feed(batch_size: int, list_size: int, features: int, seed: int = 0) -> dict:
@@ -84,14 +85,20 @@ def warm_up_and_peak(step, warmup: int, device: torch.device) -> float:
     return peak_mb(device)
 
 
-def interleaved_times(steps: Dict[str, Callable[[], None]], rounds: int, device: torch.device) -> Dict[str, List[float]]:
-    """Milliseconds per call of every step function, one call of each per round.
+def interleaved_times(
+    steps: Dict[str, Callable[[], None]], rounds: int, warmup: int, device: torch.device
+) -> Dict[str, List[float]]:
+    """Milliseconds per call of every step function, one call of each per
+    round, after ``warmup`` untimed rounds.
 
     Interleaving exposes every configuration to the same machine state, so
     slow drifts (other tenants of a virtual machine, frequency changes) move
     all of them together and the per-round ratios stay meaningful.
     """
     times: Dict[str, List[float]] = {name: [] for name in steps}
+    for _ in range(warmup):
+        for step in steps.values():
+            step()
     for _ in range(rounds):
         for name, step in steps.items():
             if device.type == "cuda":
@@ -114,6 +121,51 @@ def simulator_training_step(multr: MULTR, feed: dict, list_size: int) -> Callabl
     )
 
 
+def simulator_matrix_products(
+    config: SimulatorConfig, features: torch.Tensor, samples: int, list_size: int
+) -> Callable[[], None]:
+    """The matrix products that exact sampling cannot avoid, and nothing else.
+
+    Per step of MULTR the frozen simulator needs the input projections of
+    every document (both encoder directions, the decoder's document block)
+    and, for each of the ``batch x (samples + 1)`` lists, the recurrent
+    products of the forward encoder, the backward encoder and the decoder at
+    every position but the first (plus the input MLP's products, if any), in
+    the same chunks of lists as
+    ``sample_clicks``.  Timing them alone (random operands of the same
+    shapes; no sigmoid, gather or sampling, nothing of the ranker) gives a
+    lower bound on what MULTR adds to a DLA step on this machine.
+    """
+    gates = 4 * config.hidden_size
+    docs = features.reshape(-1, features.shape[-1])
+    widths = (docs.shape[1],) + config.input_mlp
+    mlp = [torch.randn(a, b, device=features.device) for a, b in zip(widths, widths[1:])]
+    projection = torch.randn(widths[-1], 2 * gates + config.hidden_size, device=features.device)
+    document_to_gates = torch.randn(config.hidden_size, gates, device=features.device)
+    batch = features.shape[0]
+    chunks = -(-batch * (samples + 1) // LISTS_PER_CHUNK)
+    queries = -(-batch // chunks)
+    chunk_lists = [(min(start + queries, batch) - start) * (samples + 1) for start in range(0, batch, queries)]
+    encoder = torch.randn(config.hidden_size, gates, device=features.device)
+    decoder = torch.randn(config.hidden_size + 1, gates, device=features.device)  # + the previous click
+    states = {lists: torch.randn(lists, config.hidden_size + 1, device=features.device) for lists in chunk_lists}
+
+    def products() -> None:
+        projected = docs
+        for layer in mlp:
+            projected = projected @ layer
+        projected = projected @ projection
+        projected[:, 2 * gates :] @ document_to_gates
+        for lists in chunk_lists:
+            state = states[lists]
+            for _ in range(list_size - 1):
+                state[:, :-1] @ encoder
+                state[:, :-1] @ encoder
+                state @ decoder
+
+    return products
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch-size", type=int, default=256)
@@ -123,6 +175,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="timed rounds (one step of every configuration each)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument(
+        "--multr-hparams",
+        default="",
+        help="extra MULTR hparams for every MULTR configuration, e.g. 'simulator_input_mlp=[128]'",
+    )
     args = parser.parse_args()
     device = torch.device(args.device)
     feed = input_feed(args.batch_size, args.list_size, args.features)
@@ -141,26 +198,40 @@ def main() -> None:
         reset_peak(device)
         multr = MULTR(
             data_set,
-            settings("ultra_multr.MULTR", common + ",simulator_steps=0,sample_num=%d" % samples, args.list_size),
+            settings(
+                "ultra_multr.MULTR",
+                ",".join(filter(None, [common, "simulator_steps=0,sample_num=%d" % samples, args.multr_hparams])),
+                args.list_size,
+            ),
         )
         multr.prepare_simulator()  # random weights: sampling costs the same as after training
         steps[name] = functools.partial(multr.train, feed)
         peaks[name] = warm_up_and_peak(steps[name], args.warmup, device)
-    name = "simulator training step"
-    reset_peak(device)
-    steps[name] = simulator_training_step(multr, feed, args.list_size)
-    peaks[name] = warm_up_and_peak(steps[name], args.warmup, device)
+    features = multr.batch(feed, args.list_size).features
+    for samples in args.samples:
+        steps["lower bound: simulator matrix products alone, sample_num=%d" % samples] = simulator_matrix_products(
+            multr.simulator_config, features, samples, args.list_size
+        )
+    steps["simulator training step"] = simulator_training_step(multr, feed, args.list_size)
 
-    times = interleaved_times(steps, args.steps, device)
+    times = interleaved_times(steps, args.steps, args.warmup, device)
     print(
-        "batch %d, N=%d, %d features, DNN [512,256,128], %s, %d torch threads, %d interleaved rounds"
-        % (args.batch_size, args.list_size, args.features, device, torch.get_num_threads(), args.steps)
+        "batch %d, N=%d, %d features, DNN [512,256,128], %s, %d torch threads, %d interleaved rounds%s"
+        % (
+            args.batch_size,
+            args.list_size,
+            args.features,
+            device,
+            torch.get_num_threads(),
+            args.steps,
+            ", MULTR hparams: " + args.multr_hparams if args.multr_hparams else "",
+        )
     )
     print("| configuration | ms / step (median) | x DLA (median of per-round ratios) | peak memory (MB) | x DLA |")
     print("|---|---|---|---|---|")
     for name, ms in times.items():
         ratio = statistics.median(t / d for t, d in zip(ms, times["DLA"]))
-        memory = "| %.0f | %.2f |" % (peaks[name], peaks[name] / peaks["DLA"]) if name.startswith(("DLA", "MULTR")) else "| | |"
+        memory = "| %.0f | %.2f |" % (peaks[name], peaks[name] / peaks["DLA"]) if name in peaks else "| | |"
         print("| %s | %.1f | %.2f %s" % (name, statistics.median(ms), ratio, memory))
 
 
