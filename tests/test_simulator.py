@@ -135,6 +135,25 @@ def test_teacher_forcing_ratio_feeds_the_observed_click_that_often():
     assert abs(fed_observed.float().mean().item() - 0.3) < 0.03
 
 
+def test_sampling_in_chunks_of_lists_keeps_every_query_with_its_own_documents():
+    # Huge click-head weights make every click (almost surely) deterministic,
+    # so chunked and unchunked sampling must agree exactly, list by list.
+    sim = make(features=5, slots=4, seed=5)
+    with torch.no_grad():
+        sim.click_head.weight.mul_(1000.0)
+    features = torch.randn(7, 4, 5)
+    mask = torch.ones(7, 4, dtype=torch.bool)
+    mask[2, 3] = mask[5, 2:] = False
+    permutations = random_permutations(mask, 3, torch.Generator().manual_seed(0))
+    orders = torch.cat([torch.arange(4).expand(7, 1, 4), permutations], dim=1)
+    with torch.no_grad():
+        whole = sim.sample_clicks(features, mask, orders, torch.Generator().manual_seed(1), lists_per_chunk=10**6)
+        chunked = sim.sample_clicks(features, mask, orders, torch.Generator().manual_seed(2), lists_per_chunk=5)
+    assert whole.shape == (7, 4, 4)
+    assert torch.equal(whole, chunked)
+    assert 0 < whole.sum() < whole.numel()
+
+
 def test_loss_adds_l2_and_gradients_reach_every_parameter():
     sim = make()
     features = torch.randn(4, 6, 12)
