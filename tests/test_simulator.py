@@ -25,13 +25,16 @@ def make(cell="lstm", features=12, slots=6, seed=0, **kwargs):
 
 
 def reference_logits(sim, features, clicks):
-    """The paper's equations with torch's own nn.LSTM / nn.LSTMCell (no padding)."""
-    encoder = torch.nn.LSTM(features.shape[-1], sim.config.hidden_size, bidirectional=True, batch_first=True)
+    """The paper's equations with torch's own nn.LSTM / nn.LSTMCell (or the GRU
+    versions), no padding."""
+    recurrent = torch.nn.LSTM if sim.config.cell == "lstm" else torch.nn.GRU
+    encoder = recurrent(features.shape[-1], sim.config.hidden_size, bidirectional=True, batch_first=True)
     with torch.no_grad():
         for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
             getattr(encoder, name + "_l0").copy_(getattr(sim.encoder_forward.cell, name))
             getattr(encoder, name + "_l0_reverse").copy_(getattr(sim.encoder_backward.cell, name))
-        _, (h_n, _) = encoder(features)
+        _, h_n = encoder(features)
+        h_n = h_n[0] if sim.config.cell == "lstm" else h_n
         z_pi = sim.context_projection(sim.context(torch.cat([h_n[0], h_n[1]], dim=-1)))
         batch, slots, _ = features.shape
         state = None
@@ -48,13 +51,15 @@ def reference_logits(sim, features, clicks):
                 dim=-1,
             )
             state = sim.decoder.cell(z_t, state)
-            logits.append(sim.click_head(state[0]).squeeze(-1))
+            hidden = state[0] if sim.config.cell == "lstm" else state
+            logits.append(sim.click_head(hidden).squeeze(-1))
             previous = torch.where(clicks[:, t] > 0, CLICK, SKIP)
         return torch.stack(logits, dim=1)
 
 
-def test_lstm_simulator_is_the_papers_bilstm_encoder_and_lstm_decoder():
-    sim = make()
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_simulator_is_the_papers_bidirectional_encoder_and_decoder(cell):
+    sim = make(cell)
     features = torch.randn(5, 6, 12)
     clicks = (torch.rand(5, 6) < 0.4).float()
     mask = torch.ones(5, 6, dtype=torch.bool)
