@@ -148,7 +148,13 @@ class RecurrentCell(nn.Module):
         return self._gru_step(pre_gates, state, recurrent_weight, extra_input)
 
     @staticmethod
-    def _lstm_step(pre_gates, state, recurrent_weight, extra_input, overwrite):
+    def _lstm_step(
+        pre_gates: torch.Tensor,
+        state: Optional[Tuple[torch.Tensor, ...]],
+        recurrent_weight: torch.Tensor,
+        extra_input: Optional[torch.Tensor],
+        overwrite: bool,
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
         if state is None:
             gates = pre_gates.sigmoid()
         else:
@@ -164,7 +170,13 @@ class RecurrentCell(nn.Module):
         memory = torch.addcmul(base, i, g, value=2.0)
         return torch.addcmul(-o, o, torch.sigmoid(2.0 * memory), value=2.0), memory
 
-    def _gru_step(self, pre_gates, state, recurrent_weight, extra_input):
+    def _gru_step(
+        self,
+        pre_gates: torch.Tensor,
+        state: Optional[Tuple[torch.Tensor, ...]],
+        recurrent_weight: torch.Tensor,
+        extra_input: Optional[torch.Tensor],
+    ) -> Tuple[torch.Tensor]:
         hidden = pre_gates.new_zeros((pre_gates.shape[0], self.hidden_size)) if state is None else state[0]
         if extra_input is not None:
             pre_gates = torch.addmm(pre_gates, extra_input, recurrent_weight[self.hidden_size :])
@@ -217,8 +229,6 @@ class _Layout:
         # Observed lists (training): strided views replace the gathers.
         self.identity = lists == 1 and positions == slots and bool((order == identity).all())
         self.rows: Optional[torch.Tensor] = None
-        #: reads return fresh tensors (gathers), not views of the table
-        self.fresh_reads = not self.identity
         if not self.identity:
             offsets = (torch.arange(batch, device=order.device) * slots).view(batch, 1, 1)
             self.rows = (order + offsets).permute(2, 0, 1).reshape(positions, self.lists)
@@ -297,7 +307,8 @@ class ContextAwareUserSimulator(nn.Module):
             state: Optional[Tuple[torch.Tensor, ...]] = None
             for step in range(layout.slots):
                 t = layout.slots - 1 - step if backward else step
-                new = cell.step(read(t), state, weight, overwrite=layout.fresh_reads)
+                # Gathers (not identity) are fresh tensors the step may overwrite.
+                new = cell.step(read(t), state, weight, overwrite=not layout.identity)
                 state = _keep_where(layout.shown[t], new, state, layout.all_shown[t])
             final.append(state[0])
         return self.context(torch.cat(final, dim=-1))
@@ -456,9 +467,9 @@ class ContextAwareUserSimulator(nn.Module):
         queries = -(-batch // chunks)  # per chunk, balanced
         clicks = []
         for start in range(0, batch, queries):
-            rows = slice(start * slots, (start + queries) * slots)
-            part = DocumentGates(gates.encoder_forward[rows], gates.encoder_backward[rows], gates.decoder[rows], slots)
             stop = start + queries
+            rows = slice(start * slots, stop * slots)
+            part = DocumentGates(gates.encoder_forward[rows], gates.encoder_backward[rows], gates.decoder[rows], slots)
             _, part_clicks = self._decode(part, orders[start:stop], shown[start:stop], None, 0.0, generator)
             clicks.append(part_clicks)
         return torch.cat(clicks)
