@@ -30,7 +30,7 @@ import torch
 
 from ultra_multr.algorithms.dla import DLA
 from ultra_multr.algorithms.multr import MULTR
-from ultra_multr.simulator import LISTS_PER_CHUNK, ContextAwareUserSimulator, SimulatorConfig, simulator_update
+from ultra_multr.simulator import ContextAwareUserSimulator, SimulatorConfig, queries_per_chunk, simulator_update
 
 
 def input_feed(batch_size: int, list_size: int, features: int, seed: int = 0) -> dict:
@@ -131,8 +131,7 @@ def simulator_matrix_products(
     and, for each of the ``batch x (samples + 1)`` lists, the recurrent
     products of the forward encoder, the backward encoder and the decoder at
     every position but the first (plus the input MLP's products, if any), in
-    the same chunks of lists as
-    ``sample_clicks``.  Timing them alone (random operands of the same
+    the same chunks of lists as ``sample_clicks``.  Timing them alone (random operands of the same
     shapes; no sigmoid, gather or sampling, nothing of the ranker) gives a
     lower bound on what MULTR adds to a DLA step on this machine.
     """
@@ -143,12 +142,17 @@ def simulator_matrix_products(
     projection = torch.randn(widths[-1], 2 * gates + config.hidden_size, device=features.device)
     document_to_gates = torch.randn(config.hidden_size, gates, device=features.device)
     batch = features.shape[0]
-    chunks = -(-batch * (samples + 1) // LISTS_PER_CHUNK)
-    queries = -(-batch // chunks)
+    queries = queries_per_chunk(batch, samples + 1)
     chunk_lists = [(min(start + queries, batch) - start) * (samples + 1) for start in range(0, batch, queries)]
     encoder = torch.randn(config.hidden_size, gates, device=features.device)
     decoder = torch.randn(config.hidden_size + 1, gates, device=features.device)  # + the previous click
-    states = {lists: torch.randn(lists, config.hidden_size + 1, device=features.device) for lists in chunk_lists}
+    states = {
+        lists: (
+            torch.randn(lists, config.hidden_size, device=features.device),
+            torch.randn(lists, config.hidden_size + 1, device=features.device),
+        )
+        for lists in chunk_lists
+    }
 
     def products() -> None:
         projected = docs
@@ -157,11 +161,11 @@ def simulator_matrix_products(
         projected = projected @ projection
         projected[:, 2 * gates :] @ document_to_gates
         for lists in chunk_lists:
-            state = states[lists]
+            encoder_state, decoder_state = states[lists]
             for _ in range(list_size - 1):
-                state[:, :-1] @ encoder
-                state[:, :-1] @ encoder
-                state @ decoder
+                encoder_state @ encoder  # forward direction
+                encoder_state @ encoder  # backward direction
+                decoder_state @ decoder
 
     return products
 

@@ -46,6 +46,12 @@ CELLS = ("lstm", "gru")
 LISTS_PER_CHUNK = 3072
 
 
+def queries_per_chunk(batch: int, lists_per_query: int, lists_per_chunk: int = LISTS_PER_CHUNK) -> int:
+    """How many whole queries each chunk of sampling takes (chunks balanced)."""
+    chunks = -(-batch * lists_per_query // max(lists_per_chunk, 1))
+    return -(-batch // chunks)
+
+
 @dataclass(frozen=True)
 class SimulatorConfig:
     """Shape of a :class:`ContextAwareUserSimulator`.
@@ -463,8 +469,7 @@ class ContextAwareUserSimulator(nn.Module):
         shown = torch.gather(mask.unsqueeze(1).expand_as(orders), 2, orders)
         gates = self.document_gates(features)
         batch, lists, slots = orders.shape
-        chunks = -(-batch * lists // max(lists_per_chunk, 1))
-        queries = -(-batch // chunks)  # per chunk, balanced
+        queries = queries_per_chunk(batch, lists, lists_per_chunk)
         clicks = []
         for start in range(0, batch, queries):
             stop = start + queries
