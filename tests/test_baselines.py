@@ -22,7 +22,8 @@ SETTINGS_DIR = os.path.join(REPO_ROOT, "settings")
 
 ultra = pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
 
-from ultra_multr.algorithms.baselines import IPW, Naive  # noqa: E402  (needs ULTRA)
+from ultra_multr.algorithms.ipw import IPW  # noqa: E402  (needs ULTRA)
+from ultra_multr.algorithms.naive import Naive  # noqa: E402  (needs ULTRA)
 from ultra_multr.compat.runtime import Batch  # noqa: E402
 from ultra_multr.config import HParamError, split_assignments  # noqa: E402
 

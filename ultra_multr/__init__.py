@@ -14,12 +14,12 @@ __version__ = "0.1.0"
 #: public name -> module that defines it
 _EXPORTS = {
     "DLA": "ultra_multr.algorithms.dla",
-    "IPW": "ultra_multr.algorithms.baselines",
-    "MULTR_IPW": "ultra_multr.algorithms.baselines",
-    "Naive": "ultra_multr.algorithms.baselines",
-    "PAL": "ultra_multr.algorithms.baselines",
-    "PairD": "ultra_multr.algorithms.baselines",
-    "REM": "ultra_multr.algorithms.baselines",
+    "IPW": "ultra_multr.algorithms.ipw",
+    "MULTR_IPW": "ultra_multr.algorithms.multr_ipw",
+    "Naive": "ultra_multr.algorithms.naive",
+    "PAL": "ultra_multr.algorithms.pal",
+    "PairD": "ultra_multr.algorithms.paird",
+    "REM": "ultra_multr.algorithms.rem",
     "MULTR": "ultra_multr.algorithms.multr",
     "MULTRConfig": "ultra_multr.algorithms.multr",
     "ContextAwareUserSimulator": "ultra_multr.simulator",

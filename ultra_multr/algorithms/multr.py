@@ -40,7 +40,7 @@ Where this follows the paper and where it differs:
 The paper presents MULTR as a plug-in for any IPW method.  The plug-in is
 :class:`DoublyRobustMixin` (simulator + pseudo clicks + doubly-robust loss);
 :class:`MULTR` is that mixin on DLA, and
-:class:`ultra_multr.algorithms.baselines.MULTR_IPW` the same mixin on IPW with
+:class:`ultra_multr.algorithms.multr_ipw.MULTR_IPW` the same mixin on IPW with
 given propensities.
 """
 from __future__ import annotations

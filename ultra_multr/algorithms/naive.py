@@ -1,0 +1,24 @@
+"""Naive and Oracle: listwise softmax on the feed's labels as they are (ULTRA's ``NavieAlgorithm``)."""
+from __future__ import annotations
+
+from typing import Dict, Tuple
+
+import torch
+
+from .. import losses
+from ..compat.runtime import Batch
+from .base import PluginAlgorithm
+
+
+class Naive(PluginAlgorithm):
+    """Listwise softmax loss on the feed's labels, no debiasing.
+
+    With clicks this is the Naive baseline; with the click feed's
+    ``oracle_mode=true`` (relevance labels) it is the Oracle.
+    Hyper-parameters: those of :class:`~ultra_multr.algorithms.base.AlgorithmConfig`.
+    """
+
+    def training_loss(self, batch: Batch) -> Tuple[torch.Tensor, Dict[str, float]]:
+        scores = self.scores(batch)
+        uniform = batch.mask.to(scores.dtype)
+        return losses.dla_softmax_loss(scores, batch.labels, uniform, batch.mask), {}

@@ -1,0 +1,59 @@
+"""Pairwise Debiasing (Hu et al., WWW 2019) as ULTRA's ``PairDebias`` defines it, with vectorised pairs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Tuple
+
+import torch
+
+from .. import losses
+from ..compat.runtime import Batch
+from ..config import require
+from .base import AlgorithmConfig, PluginAlgorithm
+
+
+@dataclass(frozen=True)
+class PairDConfig(AlgorithmConfig):
+    """PairD's hyper-parameters (ULTRA's names and defaults).
+
+    Attributes:
+        learning_rate: ULTRA's PairD default, 0.005.
+        EM_step_size: blend weight of each batch's bias estimate, in (0, 1].
+        regulation_p: p of Hu et al.'s L_p regulariser (>= 0); the estimate
+            is raised to 1 / (p + 1).
+    """
+
+    learning_rate: float = 0.005
+    EM_step_size: float = 0.05
+    regulation_p: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(0.0 < self.EM_step_size <= 1.0, "EM_step_size must be in (0, 1], got %r" % self.EM_step_size)
+        require(self.regulation_p >= 0, "regulation_p must be >= 0, got %r" % self.regulation_p)
+
+
+class PairD(PluginAlgorithm):
+    """Pairwise Debiasing: pairwise loss / (t+_i t-_j), biases re-estimated each step.
+
+    ``self.t_plus`` and ``self.t_minus`` [N] are the position biases of
+    clicked and unclicked slots, 1 at position 1.  The loss of a step uses
+    the biases from before the step, as ULTRA does.
+    """
+
+    config_class = PairDConfig
+
+    def __init__(self, data_set, exp_settings: dict) -> None:
+        super().__init__(data_set, exp_settings)
+        self.t_plus = torch.ones(self.rank_list_size, device=self.device)
+        self.t_minus = torch.ones(self.rank_list_size, device=self.device)
+
+    def training_loss(self, batch: Batch) -> Tuple[torch.Tensor, Dict[str, float]]:
+        scores = self.scores(batch)
+        pair_losses = losses.pairwise_debias_pair_losses(scores, batch.labels, batch.mask)
+        loss = losses.pairwise_debias_loss(pair_losses, self.t_plus, self.t_minus)
+        with torch.no_grad():
+            self.t_plus, self.t_minus = losses.pairwise_debias_update(
+                pair_losses, self.t_plus, self.t_minus, self.hparams.EM_step_size, self.hparams.regulation_p
+            )
+        return loss, {"t_plus_last": float(self.t_plus[-1]), "t_minus_last": float(self.t_minus[-1])}

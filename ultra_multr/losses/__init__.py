@@ -1,0 +1,40 @@
+"""Ranking losses as pure functions of tensors, one method per module.
+
+Shapes: B queries, N slots of the observed (displayed) list, S randomised
+re-rankings per query.  ``mask`` [B, N] is True for real documents; padded
+slots never carry clicks, pseudo clicks, weight or loss.
+
+Modules: :mod:`.listwise` (the softmax pieces they share), :mod:`.dla`,
+:mod:`.ipw`, :mod:`.dr` (MULTR), :mod:`.rem`, :mod:`.paird`, :mod:`.pal`.
+Every public name is re-exported here, so ``losses.dr_loss`` works.
+"""
+from .dla import PROBABILITY_FUNCTIONS, dla_softmax_loss, ipw_weights, logits_to_probability
+from .dr import VARIANTS, dr_document_weights, dr_loss
+from .ipw import ipw_loss
+from .listwise import listwise_document_losses, masked_log_softmax, masked_mean
+from .paird import pairwise_debias_loss, pairwise_debias_pair_losses, pairwise_debias_update
+from .pal import log1mexp, pal_click_log_probability, pal_click_loss
+from .rem import online_em_update, rem_posteriors, sigmoid_cross_entropy
+
+__all__ = [
+    "PROBABILITY_FUNCTIONS",
+    "VARIANTS",
+    "dla_softmax_loss",
+    "dr_document_weights",
+    "dr_loss",
+    "ipw_loss",
+    "ipw_weights",
+    "listwise_document_losses",
+    "log1mexp",
+    "logits_to_probability",
+    "masked_log_softmax",
+    "masked_mean",
+    "online_em_update",
+    "pairwise_debias_loss",
+    "pairwise_debias_pair_losses",
+    "pairwise_debias_update",
+    "pal_click_log_probability",
+    "pal_click_loss",
+    "rem_posteriors",
+    "sigmoid_cross_entropy",
+]
