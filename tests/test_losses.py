@@ -60,20 +60,93 @@ def random_case(seed, batch=5, slots=6, samples=3, padded=True):
     return scores, mask, clicks, pseudo, orders, permutations, propensity
 
 
-def vectorised(scores, mask, clicks, pseudo, permutations, propensity, variant):
+def vectorised(scores, mask, clicks, pseudo, permutations, propensity, variant, rerank_weight=None, guard="none"):
+    """losses.dr_loss on random_case's tensors; unguarded by default, like the literal equation."""
     weights = losses.ipw_weights(propensity, mask)
     randomized = to_document_order(pseudo[:, 1:], permutations)
-    return losses.dr_loss(scores, mask, clicks, pseudo[:, 0], randomized, weights, variant)
+    return losses.dr_loss(scores, mask, clicks, pseudo[:, 0], randomized, weights, variant, rerank_weight, guard)
 
 
+@pytest.mark.parametrize("rerank_weight", [None, "paper"])
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("variant", ["dr", "eib"])
 @pytest.mark.parametrize("seed", range(4))
-def test_vectorised_dr_loss_equals_literal_equation(seed, variant, padded):
+def test_vectorised_dr_loss_equals_literal_equation(seed, variant, padded, rerank_weight):
     scores, mask, clicks, pseudo, orders, permutations, propensity = random_case(seed, padded=padded)
+    a = losses.paper_rerank_weight(permutations.shape[1]) if rerank_weight == "paper" else None
     expected = literal_dr_loss(scores, mask, clicks, pseudo, orders, propensity, variant)
-    actual = vectorised(scores, mask, clicks, pseudo, permutations, propensity, variant)
+    actual = vectorised(scores, mask, clicks, pseudo, permutations, propensity, variant, a)
     assert actual.item() == pytest.approx(float(expected), rel=1e-10, abs=1e-12)
+
+
+@pytest.mark.parametrize("variant", ["dr", "eib"])
+def test_rerank_weight_zero_is_the_observed_list_alone(variant):
+    scores, mask, clicks, pseudo, orders, permutations, propensity = random_case(23, samples=3)
+    expected = literal_dr_loss(scores, mask, clicks, pseudo[:, :1], orders[:, :1], propensity, variant)
+    actual = vectorised(scores, mask, clicks, pseudo, permutations, propensity, variant, 0.0)
+    assert actual.item() == pytest.approx(float(expected), rel=1e-10)
+    with_re_rankings = vectorised(scores, mask, clicks, pseudo, permutations, propensity, variant, 0.5)
+    assert with_re_rankings.item() != pytest.approx(float(expected), rel=1e-6)
+
+
+def test_rerank_weight_mixes_observed_and_mean_re_ranked_terms():
+    """W_d = (1 - a) [c^o + (c - c^o) w] + a mean_s c^s, checked on one document."""
+    clicks, observed = torch.tensor([[0.0, 1.0]]), torch.tensor([[1.0, 0.0]])
+    randomized = torch.tensor([[[1.0, 0.0], [0.0, 0.0], [1.0, 1.0], [1.0, 0.0]]])  # mean [0.75, 0.25]
+    weights, mask = torch.tensor([[1.0, 4.0]]), torch.ones(1, 2, dtype=torch.bool)
+    got = losses.dr_document_weights(clicks, observed, randomized, weights, mask, "dr", 0.25, guard="none")
+    assert got[0].tolist() == pytest.approx([0.75 * 0.0 + 0.25 * 0.75, 0.75 * 4.0 + 0.25 * 0.25])
+    with pytest.raises(ValueError, match="needs re-ranked pseudo clicks"):
+        losses.dr_document_weights(clicks, observed, randomized[:, :0], weights, mask, "dr", 0.5)
+    with pytest.raises(ValueError, match="rerank_weight must be in"):
+        losses.dr_document_weights(clicks, observed, randomized, weights, mask, "dr", 1.5)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_clip_guard_keeps_every_document_weight_non_negative(seed):
+    scores, mask, clicks, pseudo, orders, permutations, propensity = random_case(seed, batch=40)
+    weights = losses.ipw_weights(propensity, mask)
+    randomized = to_document_order(pseudo[:, 1:], permutations)
+    args = (clicks, pseudo[:, 0], randomized, weights, mask, "dr")
+    unguarded = losses.dr_document_weights(*args, guard="none")
+    assert (unguarded[mask] < 0).any()  # the case has weights the guard must act on
+    clipped = losses.dr_document_weights(*args)  # "clip" is the default
+    assert (clipped >= 0).all() and (clipped[~mask] == 0).all()
+    assert torch.equal(clipped, unguarded.clamp(min=0))
+    share = losses.negative_weight_share(unguarded, mask)
+    assert share == pytest.approx(float((unguarded[mask] < 0).double().mean()))
+
+
+def negative_weight_list():
+    """One list whose paper weight is negative: document 1 has c = 0, c^o = 1, w = 5 (W = 1 - 5 = -4)."""
+    clicks = torch.tensor([[1.0, 0.0, 0.0]])
+    observed = torch.tensor([[0.0, 1.0, 0.0]])
+    weights = torch.tensor([[1.0, 5.0, 1.0]])
+    return clicks, observed, torch.zeros(1, 0, 3), weights, torch.ones(1, 3, dtype=torch.bool)
+
+
+def minimise(guard, steps=400, lr=1.0):
+    clicks, observed, randomized, weights, mask = negative_weight_list()
+    scores = torch.zeros(1, 3, requires_grad=True)
+    optimizer = torch.optim.SGD([scores], lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = losses.dr_loss(scores, mask, clicks, observed, randomized, weights, "dr", guard=guard)
+        loss.backward()
+        optimizer.step()
+    return float(loss.detach()), scores.detach()
+
+
+def test_clip_guard_bounds_the_loss_below_and_the_paper_form_is_unbounded():
+    loss, scores = minimise("clip")
+    assert loss >= 0.0 and loss < 0.01  # a non-negative weighted sum of cross-entropies
+    assert torch.isfinite(scores).all() and scores.abs().max() < 10
+    loss, scores = minimise("none")
+    assert loss < -1000  # W_1 = -4 rewards pushing document 1 down without end
+    assert scores[0, 1] < -1000
+    assert losses.negative_weight_share(
+        losses.dr_document_weights(*negative_weight_list(), guard="none"), torch.ones(1, 3, dtype=torch.bool)
+    ) == pytest.approx(1 / 3)
 
 
 def test_sample_num_zero_uses_the_observed_list_only():

@@ -67,6 +67,7 @@ from ..simulator import (
     save_simulator,
     simulator_update,
 )
+from .rerank_weight import DEFAULT_BATCH_SIZE, choose_by_validation, read_validation_set
 from .base import LOGGER, AlgorithmConfig
 from .dla import DLA, DLAConfig
 
@@ -96,6 +97,15 @@ class DoublyRobustConfig(AlgorithmConfig):
         simulator_heldout_batches: batches of sessions held out to report
             the simulator's click log-likelihood.
         simulator_log_every: progress line every this many simulator steps.
+        dr_weight_guard: "clip" (per-document weights of Eq. dr_loss clamped
+            at >= 0, so the loss is bounded below) or "none" (the paper's form).
+        rerank_weight: weight a of the re-ranked (imputed) term, W_d =
+            (1 - a) [c^o_d + (c_d - c^o_d) w_d] + a mean_s c^s_d: "paper"
+            (S / (S + 1), Eq. dr_loss as printed), a number in [0, 1], or
+            "auto" (chosen from ``rerank_weight_grid`` by a pilot scored on
+            the validation split, :mod:`ultra_multr.algorithms.rerank_weight`).
+        rerank_weight_grid: candidates of "auto" ("paper" or numbers).
+        rerank_pilot_steps: ranker updates of each pilot run of "auto".
     """
 
     sample_num: int = 8
@@ -113,6 +123,10 @@ class DoublyRobustConfig(AlgorithmConfig):
     simulator_checkpoint: str = ""
     simulator_heldout_batches: int = 4
     simulator_log_every: int = 500
+    dr_weight_guard: str = "clip"
+    rerank_weight: str = "auto"
+    rerank_weight_grid: Tuple[str, ...] = ("0", "0.5", "paper")
+    rerank_pilot_steps: int = 200
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -132,6 +146,39 @@ class DoublyRobustConfig(AlgorithmConfig):
             "teacher_forcing_ratio must be in [0, 1], got %r" % self.teacher_forcing_ratio,
         )
         object.__setattr__(self, "simulator_input_mlp", tuple(self.simulator_input_mlp))
+        require(
+            self.dr_weight_guard in losses.WEIGHT_GUARDS,
+            "dr_weight_guard must be one of %s, got %r" % (losses.WEIGHT_GUARDS, self.dr_weight_guard),
+        )
+        object.__setattr__(self, "rerank_weight_grid", tuple(self.rerank_weight_grid))
+        require(self.rerank_pilot_steps > 0, "rerank_pilot_steps must be > 0, got %d" % self.rerank_pilot_steps)
+        if self.rerank_weight != "auto":
+            self.resolve_rerank_weight(self.rerank_weight, "rerank_weight")
+        require(len(self.rerank_weight_grid) > 0, "rerank_weight_grid must not be empty")
+        for value in self.rerank_weight_grid:
+            self.resolve_rerank_weight(value, "rerank_weight_grid", needs_sample_num=False)
+
+    def resolve_rerank_weight(self, value: str, name: str, needs_sample_num: bool = True) -> float:
+        """a for "paper" or a number (a > 0 refused when sample_num = 0, unless told otherwise)."""
+        if value == "paper":
+            return losses.paper_rerank_weight(self.sample_num)
+        try:
+            weight = float(value)
+        except ValueError:
+            raise ValueError('%s must be "auto", "paper" or a number in [0, 1], got %r' % (name, value)) from None
+        require(0.0 <= weight <= 1.0, "%s must be in [0, 1], got %r" % (name, value))
+        require(
+            weight == 0.0 or self.sample_num > 0 or not needs_sample_num,
+            "%s=%r needs re-ranked lists, but sample_num=0" % (name, value),
+        )
+        return weight
+
+    def rerank_candidates(self) -> Tuple[float, ...]:
+        """The distinct weights "auto" chooses among, in grid order (only 0 when sample_num = 0)."""
+        if self.sample_num == 0:
+            return (0.0,)
+        weights = [self.resolve_rerank_weight(v, "rerank_weight_grid") for v in self.rerank_weight_grid]
+        return tuple(dict.fromkeys(weights))
 
 
 @dataclass(frozen=True)
@@ -171,6 +218,10 @@ class DoublyRobustMixin:
             self.generator.manual_seed(config.seed)
         self._train_set = data_set
         self._simulator_ready = False
+        #: a of Eq. dr_loss; None until "auto" has chosen it (first update).
+        self.rerank_weight: Optional[float] = (
+            None if config.rerank_weight == "auto" else config.resolve_rerank_weight(config.rerank_weight, "rerank_weight")
+        )
 
     # -- phase 1: the user simulator -------------------------------------
     def _checkpoint_path(self) -> Optional[str]:
@@ -296,13 +347,51 @@ class DoublyRobustMixin:
     # -- phase 2: the doubly-robust ranker update ------------------------
     def pseudo_clicks(self, batch: Batch) -> Tuple[torch.Tensor, torch.Tensor]:
         """Pseudo clicks on the observed list [B, N] and on ``sample_num``
-        random re-rankings, in observed-list slots [B, S, N]."""
-        permutations = random_permutations(batch.mask, self.hparams.sample_num, self.generator)
+        random re-rankings, in observed-list slots [B, S, N] (S = 0 when the
+        re-ranked term has weight 0: nothing to compute)."""
+        sample_num = self.hparams.sample_num if self.rerank_weight else 0
+        permutations = random_permutations(batch.mask, sample_num, self.generator)
         identity = torch.arange(batch.mask.shape[1], device=self.device).expand(batch.batch_size, 1, -1)
         orders = torch.cat([identity, permutations], dim=1)
         with torch.no_grad():
             clicks = self.simulator.sample_clicks(batch.features, batch.mask, orders, self.generator)
         return clicks[:, 0], to_document_order(clicks[:, 1:], permutations)
+
+    def select_rerank_weight(self, valid_set=None, batch_size: Optional[int] = None) -> float:
+        """Choose a ("auto") by the validation pilot; sets and returns it.
+
+        Args:
+            valid_set: the validation split (ULTRA ``DataSet``, padded to
+                ``max_candidate_num``); None: read main.py's ``--valid_data_prefix``.
+                Without either (outside main.py), falls back to "paper".
+            batch_size: lists per pilot update; None: main.py's ``--batch_size``.
+        """
+        candidates = self.hparams.rerank_candidates()
+        args = runtime.main_args()
+        if valid_set is None and len(candidates) > 1:
+            valid_set = read_validation_set(self.exp_settings) if args is not None else None
+        if len(candidates) == 1:
+            chosen = candidates[0]
+        elif valid_set is None:
+            chosen = losses.paper_rerank_weight(self.hparams.sample_num)
+            LOGGER.warning(
+                "rerank_weight=auto: no validation split (not run by main.py and none passed to "
+                "select_rerank_weight); using the paper's weight S/(S+1) = %.4f", chosen,
+            )
+        else:
+            if not self._simulator_ready:  # Algorithm 1: simulator first, once
+                self.prepare_simulator()
+            chosen = choose_by_validation(
+                self, valid_set, candidates, self.hparams.rerank_pilot_steps,
+                batch_size or (args.batch_size if args is not None else DEFAULT_BATCH_SIZE),
+            )
+        self.rerank_weight = chosen
+        return chosen
+
+    def train(self, input_feed):
+        if self.rerank_weight is None:  # "auto": chosen before the first update
+            self.select_rerank_weight()
+        return super().train(input_feed)
 
     def training_loss(self, batch: Batch) -> Tuple[torch.Tensor, Dict[str, float]]:
         if not self._simulator_ready:  # Algorithm 1: simulator first, once
@@ -313,8 +402,17 @@ class DoublyRobustMixin:
         self, batch: Batch, scores: torch.Tensor, weights: torch.Tensor
     ) -> Tuple[torch.Tensor, Dict[str, float]]:
         observed, randomized = self.pseudo_clicks(batch)
-        loss = losses.dr_loss(scores, batch.mask, batch.labels, observed, randomized, weights, self.hparams.variant)
-        return loss, {"pseudo_clicks_per_list": float(observed.sum(-1).mean())}
+        config, clicks, a = self.hparams, batch.labels, self.rerank_weight
+        loss = losses.dr_loss(
+            scores, batch.mask, clicks, observed, randomized, weights, config.variant, a, config.dr_weight_guard
+        )
+        unguarded = losses.dr_document_weights(
+            clicks, observed, randomized, weights, batch.mask, config.variant, a, guard="none"
+        )
+        return loss, {
+            "pseudo_clicks_per_list": float(observed.sum(-1).mean()),
+            "negative_weight_share": losses.negative_weight_share(unguarded, batch.mask),
+        }
 
 
 class MULTR(DoublyRobustMixin, DLA):

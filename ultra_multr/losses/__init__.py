@@ -9,7 +9,7 @@ Modules: :mod:`.listwise` (the softmax pieces they share), :mod:`.dla`,
 Every public name is re-exported here, so ``losses.dr_loss`` works.
 """
 from .dla import PROBABILITY_FUNCTIONS, dla_softmax_loss, ipw_weights, logits_to_probability
-from .dr import VARIANTS, dr_document_weights, dr_loss
+from .dr import VARIANTS, WEIGHT_GUARDS, dr_document_weights, dr_loss, negative_weight_share, paper_rerank_weight
 from .ipw import ipw_loss
 from .listwise import listwise_document_losses, masked_log_softmax, masked_mean
 from .paird import pairwise_debias_loss, pairwise_debias_pair_losses, pairwise_debias_update
@@ -19,6 +19,7 @@ from .rem import online_em_update, rem_posteriors, sigmoid_cross_entropy
 __all__ = [
     "PROBABILITY_FUNCTIONS",
     "VARIANTS",
+    "WEIGHT_GUARDS",
     "dla_softmax_loss",
     "dr_document_weights",
     "dr_loss",
@@ -30,11 +31,13 @@ __all__ = [
     "masked_log_softmax",
     "masked_mean",
     "online_em_update",
+    "negative_weight_share",
     "pairwise_debias_loss",
     "pairwise_debias_pair_losses",
     "pairwise_debias_update",
     "pal_click_log_probability",
     "pal_click_loss",
+    "paper_rerank_weight",
     "rem_posteriors",
     "sigmoid_cross_entropy",
 ]

@@ -5,12 +5,21 @@ is True for real documents and padded slots never carry weight or loss.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 
 from .listwise import listwise_document_losses
 
 
 VARIANTS = ("dr", "eib")
+#: "clip": per-document weights clamped at >= 0; "none": the paper's form.
+WEIGHT_GUARDS = ("clip", "none")
+
+
+def paper_rerank_weight(sample_num: int) -> float:
+    """The re-ranked term's share in Eq. dr_loss: S / (S + 1)."""
+    return sample_num / (sample_num + 1.0)
 
 
 def dr_document_weights(
@@ -20,42 +29,75 @@ def dr_document_weights(
     weights: torch.Tensor,
     mask: torch.Tensor,
     variant: str = "dr",
+    rerank_weight: Optional[float] = None,
+    guard: str = "clip",
 ) -> torch.Tensor:
     """How much each document's Delta counts in Eq. dr_loss.
 
     Because Delta(d | pi) is the same for every order pi of a query's
     documents, Eq. dr_loss collapses to ``sum_d W_d Delta(d)`` with
 
-        dr:  W_d = [c^o_d + sum_s c^s_d + (c_d - c^o_d) w_d] / (S + 1)
-        eib: W_d = [c_d + sum_s c^s_d] / (S + 1)
+        dr:  W_d = (1 - a) [c^o_d + (c_d - c^o_d) w_d] + a mean_s c^s_d
+        eib: W_d = (1 - a) c_d + a mean_s c^s_d
 
     where c is the real click, c^o the pseudo click on the observed list,
-    c^s the pseudo click the document received in re-ranking s, and w its
-    inverse propensity weight on the observed list.
+    c^s the pseudo click the document received in re-ranking s, w its
+    inverse propensity weight on the observed list and a the weight of the
+    re-ranked (imputed) term.  a = S / (S + 1) is the paper's Eq. dr_loss,
+    ``[c^o_d + sum_s c^s_d + (c_d - c^o_d) w_d] / (S + 1)``; a = 0 is the
+    observed list alone.
 
     Args:
         clicks: [B, N] real clicks on the observed list.
-        observed_pseudo_clicks: [B, N] simulator clicks on the observed list.
-        randomized_pseudo_clicks: [B, S, N] simulator clicks of each
-            re-ranking, moved back to observed-list slots (S may be 0).
+        observed_pseudo_clicks: [B, N] simulator clicks (or click
+            probabilities) on the observed list, float.
+        randomized_pseudo_clicks: [B, S, N] simulator clicks (or
+            probabilities) of each re-ranking, moved back to observed-list
+            slots, float; only their mean over S enters (S may be 0 when
+            a = 0; a caller holding the mean passes it as [B, 1, N] with an
+            explicit ``rerank_weight``).
         weights: [B, N] inverse propensity weights of the observed list.
         mask: [B, N] bool.
         variant: "dr" (MULTR) or "eib" (EIB-MULTR: real clicks on the
             observed list taken as they are, no propensity correction).
+        rerank_weight: a in [0, 1]; None: the paper's S / (S + 1).
+        guard: "clip" (W_d clamped at >= 0) or "none" (the paper's form,
+            W_d < 0 when c^o_d = 1, c_d = 0 and w_d large).
 
     Returns:
-        [B, N] weights, 0 at padded slots; may be negative for "dr".
+        [B, N] weights, 0 at padded slots; >= 0 unless guard is "none".
     """
     if variant not in VARIANTS:
         raise ValueError("variant must be one of %s, got %r" % (VARIANTS, variant))
-    num_lists = randomized_pseudo_clicks.shape[1] + 1
-    imputed = observed_pseudo_clicks + randomized_pseudo_clicks.sum(dim=1)
+    if guard not in WEIGHT_GUARDS:
+        raise ValueError("guard must be one of %s, got %r" % (WEIGHT_GUARDS, guard))
+    num_samples = randomized_pseudo_clicks.shape[1]
+    a = paper_rerank_weight(num_samples) if rerank_weight is None else float(rerank_weight)
+    if not 0.0 <= a <= 1.0:
+        raise ValueError("rerank_weight must be in [0, 1], got %r" % a)
+    if a > 0 and num_samples == 0:
+        raise ValueError("rerank_weight %r > 0 needs re-ranked pseudo clicks, got S = 0" % a)
     if variant == "dr":
-        correction = (clicks - observed_pseudo_clicks) * weights
+        observed = observed_pseudo_clicks + (clicks - observed_pseudo_clicks) * weights
     else:
-        correction = clicks - observed_pseudo_clicks
-    total = (imputed + correction) / num_lists
+        observed = clicks
+    total = (1.0 - a) * observed
+    if a > 0:
+        total = total + a * randomized_pseudo_clicks.mean(dim=1)
+    if guard == "clip":
+        total = total.clamp(min=0.0)
     return torch.where(mask, total, torch.zeros_like(total))
+
+
+def negative_weight_share(document_weights: torch.Tensor, mask: torch.Tensor) -> float:
+    """Share of real documents whose weight is < 0 (those "clip" sets to 0).
+
+    Args:
+        document_weights: [B, N] from :func:`dr_document_weights` with guard "none".
+        mask: [B, N] bool.
+    """
+    negative = (document_weights < 0) & mask
+    return float(negative.sum()) / max(int(mask.sum()), 1)
 
 
 def dr_loss(
@@ -66,6 +108,8 @@ def dr_loss(
     randomized_pseudo_clicks: torch.Tensor,
     weights: torch.Tensor,
     variant: str = "dr",
+    rerank_weight: Optional[float] = None,
+    guard: str = "clip",
 ) -> torch.Tensor:
     """Eq. dr_loss of the paper, averaged over the queries of the batch.
 
@@ -78,7 +122,7 @@ def dr_loss(
         scalar: ``mean_q sum_d W_qd Delta(d | q)``.
     """
     doc_weights = dr_document_weights(
-        clicks, observed_pseudo_clicks, randomized_pseudo_clicks, weights, mask, variant
+        clicks, observed_pseudo_clicks, randomized_pseudo_clicks, weights, mask, variant, rerank_weight, guard
     )
     deltas = listwise_document_losses(scores, mask)
     return (doc_weights.detach() * deltas).sum(dim=-1).mean()
