@@ -39,7 +39,7 @@ def main_args(settings, model_dir, data_dir, *extra):
 
 def test_main_py_trains_then_evaluates_multr(ultra_main, synthetic_data_dir, tmp_path):
     settings = settings_for(
-        tmp_path, "sample_num=2,simulator_steps=6,simulator_batch_size=16,simulator_log_every=3,seed=0"
+        tmp_path, "sample_num=2,simulator_steps=6,simulator_batch_size=16,simulator_log_every=3,seed=0,rerank_pilot_steps=2"
     )
     model_dir = str(tmp_path / "model")
     train = run_ultra_main(
@@ -49,6 +49,7 @@ def test_main_py_trains_then_evaluates_multr(ultra_main, synthetic_data_dir, tmp
     )
     log = train.stdout + train.stderr
     assert "user simulator: step 6/6" in log and "held-out click log-likelihood" in log
+    assert "rerank_weight=auto: pilot of 2 steps, ndcg_10 by a: 0.0000: " in log  # main.py's validation split
     assert os.path.isfile(os.path.join(model_dir, "ultra_multr.MULTR.ckpt"))
     assert os.path.isfile(os.path.join(model_dir, "ultra_multr.MULTR.simulator.ckpt"))
     assert "ndcg_10" in log

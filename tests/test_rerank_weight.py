@@ -1,0 +1,135 @@
+"""rerank_weight=auto: the validation pilot chooses a, sees no test split and leaves no trace."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+
+import pytest
+import torch
+
+ultra = pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+
+from test_multr_ultra import build, train_losses  # noqa: E402
+
+from ultra_multr.compat import runtime  # noqa: E402
+from ultra_multr.config import HParamError  # noqa: E402
+
+PILOT = "sample_num=2,simulator_steps=2,simulator_batch_size=8,seed=3,device=cpu,rerank_pilot_steps=3,log_every=0"
+
+
+def read_valid(data_dir, max_candidate_num):
+    valid = ultra.utils.read_data(data_dir, "valid", None, 0)
+    valid.pad(max_candidate_num)
+    return valid
+
+
+def state_of(model):
+    return [p.detach().clone() for p in list(model.model.parameters()) + list(model.propensity_model.parameters())]
+
+
+def test_pilot_restores_the_initial_state_and_the_run_equals_a_fixed_weight(synthetic_data_dir):
+    model, feed, data = build(synthetic_data_dir, PILOT)
+    model.prepare_simulator()
+    before, generator = state_of(model), model.generator.get_state()
+    chosen = model.select_rerank_weight(read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=16)
+    assert chosen in (0.0, 0.5, 2 / 3) and model.rerank_weight == chosen
+    assert all(torch.equal(a, b) for a, b in zip(before, state_of(model)))
+    assert torch.equal(generator, model.generator.get_state())
+    assert model.global_step == 0 and model._optimizers is None
+    auto_losses = train_losses(model, feed, data, steps=3)
+
+    fixed, feed, data = build(synthetic_data_dir, PILOT + ",rerank_weight=%r" % chosen)
+    assert train_losses(fixed, feed, data, steps=3) == auto_losses
+
+
+def test_the_choice_reads_only_the_validation_split(synthetic_data_dir, tmp_path, monkeypatch, caplog):
+    """Two data directories that differ only in their test split give the same pilot
+    scores and choice; the pilot reads no split but 'valid'; other validation labels
+    do change the scores (so the comparison can fail)."""
+    read = []
+    real_read_data = ultra.utils.read_data
+
+    def spy(data_dir, prefix, *args):
+        read.append(prefix)
+        return real_read_data(data_dir, prefix, *args)
+
+    monkeypatch.setattr(ultra.utils, "read_data", spy)
+
+    def pilot_log(data_dir):
+        model, _, _ = build(synthetic_data_dir, PILOT)
+        args = argparse.Namespace(
+            data_dir=data_dir, valid_data_prefix="valid", test_data_prefix="test", click_model_dir=None,
+            max_list_cutoff=0, batch_size=16, model_dir=str(tmp_path), setting_file="", selection_bias_cutoff=10,
+        )
+        monkeypatch.setattr(runtime, "main_args", lambda: args)
+        read.clear()
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="ultra_multr"):
+            chosen = model.select_rerank_weight()
+        monkeypatch.setattr(runtime, "main_args", lambda: None)
+        assert read == ["valid"]
+        (line,) = [r.getMessage() for r in caplog.records if "rerank_weight=auto" in r.getMessage()]
+        return chosen, line
+
+    other_test = str(tmp_path / "other_test") + "/"  # ULTRA joins data_dir + prefix
+    shutil.copytree(synthetic_data_dir, other_test)
+    shutil.rmtree(os.path.join(other_test, "test"))  # no test split at all
+    assert pilot_log(synthetic_data_dir) == pilot_log(other_test)
+
+    other_valid = str(tmp_path / "other_valid") + "/"
+    shutil.copytree(synthetic_data_dir, other_valid)
+    labels = os.path.join(other_valid, "valid", "valid.labels")
+    with open(labels) as handle:
+        rows = [line.split() for line in handle if line.strip()]
+    with open(labels, "w") as handle:  # each query's labels in reverse order
+        handle.write("".join("%s %s\n" % (row[0], " ".join(reversed(row[1:]))) for row in rows))
+    assert pilot_log(other_valid)[1] != pilot_log(synthetic_data_dir)[1]
+
+
+def test_without_a_validation_split_auto_falls_back_to_the_paper_weight(synthetic_data_dir, caplog):
+    model, feed, data = build(synthetic_data_dir, PILOT)
+    with caplog.at_level(logging.WARNING, logger="ultra_multr"):
+        train_losses(model, feed, data, steps=1)
+    assert model.rerank_weight == pytest.approx(2 / 3)
+    assert "no validation split" in caplog.text
+
+
+def test_weight_zero_computes_no_re_rankings(synthetic_data_dir, monkeypatch):
+    model, feed, data = build(synthetic_data_dir, "sample_num=4,simulator_steps=0,rerank_weight=0")
+    batch = model.batch(feed.get_batch(data, check_validation=True)[0], model.rank_list_size)
+    observed, randomized = model.pseudo_clicks(batch)
+    assert randomized.shape[1] == 0 and observed.shape == batch.mask.shape
+    assert model.hparams.rerank_candidates() == (0.0, 0.5, 0.8)
+    zero, _, _ = build(synthetic_data_dir, "sample_num=0,simulator_steps=0")
+    assert zero.hparams.rerank_candidates() == (0.0,) and zero.rerank_weight is None
+
+
+def test_ranking_loss_reports_the_share_of_clipped_weights(synthetic_data_dir):
+    model, feed, data = build(synthetic_data_dir, "sample_num=2,simulator_steps=0,rerank_weight=paper,seed=2")
+    with torch.no_grad():  # steep propensities: large weights below the top
+        model.propensity_model.linear_layer.weight.copy_(torch.linspace(0.0, -4.0, 10))
+    batch = model.batch(feed.get_batch(data, check_validation=True)[0], model.rank_list_size)
+    scores = model.scores(batch)
+    logits = model.propensity_model(batch.labels.t())
+    weights = model.propensity_weights(logits, batch.mask)
+    _, parts = model.ranking_loss(batch, scores, weights)
+    assert 0.0 < parts["negative_weight_share"] < 1.0 and "pseudo_clicks_per_list" in parts
+
+
+@pytest.mark.parametrize(
+    "hparams, message",
+    [
+        ("rerank_weight=1.5", "rerank_weight must be in \\[0, 1\\]"),
+        ("rerank_weight=half", "rerank_weight must be \"auto\", \"paper\" or a number"),
+        ("sample_num=0,rerank_weight=0.5", "needs re-ranked lists, but sample_num=0"),
+        ("rerank_weight_grid=[0,auto]", "rerank_weight_grid must be"),
+        ("dr_weight_guard=abs", "dr_weight_guard must be one of"),
+        ("rerank_pilot_steps=0", "rerank_pilot_steps must be > 0"),
+    ],
+)
+def test_bad_rerank_hparams_are_named(synthetic_data_dir, hparams, message):
+    with pytest.raises(HParamError, match=message):
+        build(synthetic_data_dir, hparams)
+
