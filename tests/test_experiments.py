@@ -2,7 +2,10 @@
 import json
 import math
 import os
+import socket
+import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -10,7 +13,9 @@ import pytest
 from ultra_multr.experiments import methods as registry
 from ultra_multr.experiments.aggregate import RunRecord, aggregate, build_table, format_csv, format_markdown
 from ultra_multr.experiments.metrics import metric_names, per_query_metrics, query_metrics
-from ultra_multr.experiments.runner import ConfigError, expand_runs, load_config, run_all
+from ultra_multr.experiments.runner import (
+    ConfigError, RunnerLockError, expand_runs, load_config, resolve_threads, run_all,
+)
 from ultra_multr.experiments.significance import randomization_test
 from ultra_multr.experiments.trec import format_qrels, format_run, write_run
 
@@ -244,35 +249,109 @@ def test_runner_resumes_and_skips_finished_runs(tmp_path):
     commands, calls, crash = _fake_commands(tmp_path)
     runs = expand_runs(load_config(_write_config(tmp_path)))
     open(crash, "w").close()  # every multr run crashes this time
-    report = run_all(runs, workers=2, commands=commands, progress=False)
+    out = str(tmp_path / "out")
+    report = run_all(runs, out, workers=2, commands=commands, progress=False, threads=3)
     assert report.finished == 4 and len(report.failed) == 4 and report.skipped == 0
     failed_dir = next(iter(report.failed))
     assert os.path.exists(os.path.join(failed_dir, "failed.json"))
     assert not os.path.exists(os.path.join(failed_dir, "done.json"))
-    assert all(line.split()[2] == str(max(1, (os.cpu_count() or 1) // 2)) for line in calls())
+    assert all(line.split()[2] == "3" for line in calls())
+    log = (tmp_path / "out" / "runner.log").read_text()  # progress is logged without a terminal
+    assert "8 of 8 run(s) to do" in log and "[8/8]" in log and log.count("FAILED") == 4
+    assert not os.path.exists(os.path.join(out, "runner.lock"))  # released
 
     os.remove(crash)
     leftover = os.path.join(failed_dir, "model", "partial.ckpt")  # as a killed run leaves it
     os.makedirs(os.path.dirname(leftover))
     open(leftover, "w").close()
-    report = run_all(runs, workers=2, commands=commands, progress=False)
+    report = run_all(runs, out, workers=2, commands=commands, progress=False)
     assert not os.path.exists(leftover)  # restarted from a clean folder, not resumed mid-training
     assert os.path.exists(os.path.join(failed_dir, "done.json"))
     assert report.finished == 4 and report.skipped == 4 and not report.failed
     assert sorted(line.split()[0] for line in calls()[8:]) == ["multr"] * 4  # only the crashed ones re-ran
 
-    report = run_all(runs, workers=1, commands=commands, progress=False)
+    report = run_all(runs, out, workers=1, commands=commands, progress=False)
     assert report.finished == 0 and report.skipped == 8 and len(calls()) == 12
 
     # The same folders under a changed configuration are refused, not reused.
     changed = expand_runs(load_config(_write_config(tmp_path, main_args={"max_train_iteration": 20})))
     with pytest.raises(ConfigError, match="different configuration"):
-        run_all(changed, commands=commands, progress=False)
+        run_all(changed, out, commands=commands, progress=False)
 
     written = aggregate(str(tmp_path / "out" / "runs"), str(tmp_path / "results"))
     table = (tmp_path / "results" / "toy.md").read_text()
     assert str(tmp_path / "results" / "toy.csv") in written
     assert "| MULTR | 0.550 ± 0.000" in table and "| DLA | 0.450 ± 0.000" in table
+
+
+def test_runner_threads_follow_flag_then_environment_then_cores():
+    assert resolve_threads(1, 3, environ={"OMP_NUM_THREADS": "2"}) == 3
+    assert resolve_threads(1, None, environ={"OMP_NUM_THREADS": "2"}) == 2  # not cores // 1
+    assert resolve_threads(4, None, environ={}) == max(1, (os.cpu_count() or 1) // 4)
+    with pytest.raises(ValueError, match="OMP_NUM_THREADS='x'"):
+        resolve_threads(1, None, environ={"OMP_NUM_THREADS": "x"})
+
+
+_SLEEPING_RUNNER = r"""
+import sys, time
+from ultra_multr.experiments.runner import expand_runs, load_config, run_all
+runs = expand_runs(load_config(sys.argv[1]))[:1]
+sleeper = lambda run: [("sleep", [sys.executable, "-c", "import time; time.sleep(60)"])]
+run_all(runs, sys.argv[2], commands=sleeper, progress=False)
+"""
+
+
+def _wait_for(condition, timeout=20.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open("/proc/%d/stat" % pid) as handle:  # a zombie has ended
+        return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux's")
+def test_runner_lock_refuses_a_second_runner_and_children_die_with_a_killed_runner(tmp_path):
+    config = _write_config(tmp_path)
+    out = str(tmp_path / "out")
+    script = tmp_path / "sleeping_runner.py"
+    script.write_text(_SLEEPING_RUNNER)
+    runner = subprocess.Popen([sys.executable, str(script), config, out])
+    try:
+        step = os.path.join(out, "runs", "toy", "Fold1", "dla", "seed0", "step.json")
+        assert _wait_for(lambda: os.path.exists(step)), "the runner never started its step"
+        child = json.loads(open(step).read())["pgid"]
+        assert _alive(child)
+        runs = expand_runs(load_config(config))
+        with pytest.raises(RunnerLockError, match="pid %d on host %s" % (runner.pid, socket.gethostname())):
+            run_all(runs, out, progress=False)
+        assert _alive(child)  # the refused runner touched nothing
+
+        runner.kill()  # SIGKILL: no handler runs in the runner
+        runner.wait()
+        assert _wait_for(lambda: not _alive(child), timeout=5.0), "the step outlived its SIGKILLed runner"
+        # The dead runner's lock is stale: a restarted runner takes it over and says so; SIGTERM ends its step.
+        os.remove(step)  # (the restart wipes the run folder; wait for its own step)
+        runner = subprocess.Popen([sys.executable, str(script), config, out], stderr=subprocess.PIPE, text=True)
+        assert _wait_for(lambda: os.path.exists(step)), "the restarted runner never started its step"
+        child = json.loads(open(step).read())["pgid"]
+        runner.terminate()
+        _, stderr = runner.communicate(timeout=20)
+        assert runner.returncode != 0 and not _alive(child)
+        assert "taking over the stale lock of pid" in stderr
+        assert not os.path.exists(os.path.join(out, "runner.lock"))  # released on the way out
+    finally:
+        runner.kill()
+        runner.wait()
 
 
 # ----------------------------------------------------------------------------- tables
@@ -438,7 +517,7 @@ def test_runner_trains_through_ultra_main_and_matches_ultra_evaluation(tmp_path)
         main_args={"batch_size": 8, "max_train_iteration": 4, "steps_per_checkpoint": 2},
     )
     (run,) = expand_runs(load_config(config))
-    report = run_all([run], progress=False)
+    report = run_all([run], str(tmp_path / "out"), progress=False)
     assert not report.failed, report.failed
     summary = json.loads(open(os.path.join(run.run_dir, "metrics.json")).read())
     assert summary["n_queries"] == 8
