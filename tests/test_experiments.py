@@ -2,6 +2,7 @@
 import json
 import math
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -565,11 +566,25 @@ def test_seeded_main_runs_script_as_main_with_seed(tmp_path):
     assert first[0] == ["--flag", "x"]
 
 
+def test_settings_files_that_are_not_json_fail_naming_the_file(tmp_path):
+    from ultra_multr.experiments.evaluate import main as evaluate_main
+    from ultra_multr.experiments.seeded_main import main as seeded_main
+
+    bad = tmp_path / "settings.json"
+    bad.write_text('{"learning_algorithm": "ultra_multr.DLA",\n "x": }\n')
+    with pytest.raises(ConfigError, match=r"experiment config %s is not valid JSON: line 2 column" % re.escape(str(bad))):
+        load_config(str(bad))
+    script = tmp_path / "main.py"
+    script.write_text("raise AssertionError('main.py must not start')\n")
+    with pytest.raises(SystemExit, match=r"settings file %s is not valid JSON: line 2" % re.escape(str(bad))):
+        seeded_main(["--seed", "0", str(script), "--setting_file", str(bad)])
+    with pytest.raises(SystemExit, match=r"settings file %s is not valid JSON" % re.escape(str(bad))):
+        evaluate_main(["--data_dir", str(tmp_path), "--setting_file", str(bad), "--model_dir", "m", "--out", "o"])
+
+
 def test_runner_trains_through_ultra_main_and_matches_ultra_evaluation(tmp_path):
     """One DLA run through ULTRA's unmodified main.py; our test metrics equal main.py --test_only's."""
     pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
-    import re
-    import subprocess
 
     from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
     from ultra_multr.experiments.runner import find_main_py

@@ -79,6 +79,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from ..data.ultra_format import atomic_write_text, ultra_data_dir
 from . import methods as registry
 from .evaluate import PER_QUERY_CSV
+from .jsonfile import JsonFileError, read_json
 
 logger = logging.getLogger(__name__)
 
@@ -315,10 +316,9 @@ def load_config(path: str) -> ExperimentConfig:
     path = os.path.abspath(path)
     base_dir = os.path.dirname(path)
     try:
-        with open(path) as handle:
-            raw = json.load(handle)
-    except json.JSONDecodeError as error:
-        raise ConfigError("%s: not valid JSON: %s" % (path, error)) from None
+        raw = read_json(path, "experiment config")
+    except JsonFileError as error:
+        raise ConfigError(str(error)) from None
     _require(isinstance(raw, dict), path, "the config must be a JSON object")
     unknown = set(raw) - _CONFIG_KEYS
     _require(not unknown, path, "unknown keys %s; known: %s" % (sorted(unknown), ", ".join(sorted(_CONFIG_KEYS))))
