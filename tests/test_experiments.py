@@ -5,7 +5,9 @@ import os
 import re
 import socket
 import subprocess
+import signal
 import sys
+import threading
 import time
 
 import numpy as np
@@ -355,6 +357,30 @@ def test_runner_lock_refuses_a_second_runner_and_children_die_with_a_killed_runn
     finally:
         runner.kill()
         runner.wait()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the leftover check reads /proc/<pid>/cwd")
+def test_restart_kills_a_step_left_running_in_the_run_folder_before_wiping_it(tmp_path):
+    commands, calls, _ = _fake_commands(tmp_path)
+    runs = expand_runs(load_config(_write_config(tmp_path)))[:1]
+    run_dir = runs[0].run_dir
+    os.makedirs(run_dir)
+    # As a runner that died without PR_SET_PDEATHSIG would leave it: a step still working in the folder.
+    leftover = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd=run_dir,
+                                start_new_session=True)
+    reaper = threading.Thread(target=leftover.wait)  # as init reaps an orphan
+    reaper.start()
+    try:
+        with open(os.path.join(run_dir, "step.json"), "w") as handle:
+            json.dump({"step": "train", "pgid": leftover.pid, "host": socket.gethostname()}, handle)
+        report = run_all(runs, str(tmp_path / "out"), commands=commands, progress=False)
+        assert report.finished == 1
+        reaper.join(timeout=10)
+        assert leftover.returncode == -signal.SIGTERM  # killed, not left to write into the new attempt
+        assert not os.path.exists(os.path.join(run_dir, "step.json"))
+    finally:
+        leftover.kill()
+        leftover.wait()
 
 
 # ----------------------------------------------------------------------------- tables
