@@ -283,6 +283,13 @@ def test_runner_resumes_and_skips_finished_runs(tmp_path):
     with pytest.raises(ConfigError, match="different configuration"):
         run_all(changed, out, commands=commands, progress=False)
 
+    # Re-prepared data (another prepare_report.json) makes the finished runs stale too.
+    os.makedirs(str(tmp_path / "data1"))
+    (tmp_path / "data1" / "prepare_report.json").write_text('{"rank_svm": {"min_queries": 20}}')
+    with pytest.raises(ConfigError, match="on other data"):
+        run_all(expand_runs(load_config(_write_config(tmp_path))), out, commands=commands, progress=False)
+    os.remove(str(tmp_path / "data1" / "prepare_report.json"))
+
     written = aggregate(str(tmp_path / "out" / "runs"), str(tmp_path / "results"))
     table = (tmp_path / "results" / "toy.md").read_text()
     assert str(tmp_path / "results" / "toy.csv") in written

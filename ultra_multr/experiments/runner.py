@@ -9,8 +9,10 @@ Each run lives in ``<output_dir>/runs/<dataset>/<fold>/<method>[/<variant>]/seed
 * ``evaluate.stdout`` / ``evaluate.stderr`` and the files of
   :mod:`.evaluate` (per-query metrics, TREC run, qrels, metrics.json);
 * ``done.json``, written last and atomically: its presence (with the same
-  configuration fingerprint) marks the run finished, so a second invocation
-  skips it.  An unfinished run's folder is wiped and the run started again;
+  configuration fingerprint, and the same data: a hash of the data folder's
+  ``prepare_report.json`` when it has one) marks the run finished, so a
+  second invocation skips it; finished under another configuration or on
+  re-prepared data, it is refused ("stale"), never silently reused.  An unfinished run's folder is wiped and the run started again;
   a failed run leaves ``failed.json`` and the other runs go on.
 
 Runs execute in parallel up to ``--workers``; every subprocess gets
@@ -76,6 +78,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ..data.prepare import REPORT_FILE as PREPARE_REPORT
 from ..data.ultra_format import atomic_write_text, ultra_data_dir
 from . import methods as registry
 from .evaluate import PER_QUERY_CSV
@@ -182,12 +185,16 @@ class RunSpec:
     python: str = sys.executable
     eval_split: str = "test"
     fingerprint: str = field(init=False)
+    #: hash of the data folder's prepare_report.json ("" without one); kept out of
+    #: the fingerprint so that runs finished before it existed stay valid
+    data_id: str = field(init=False)
 
     def __post_init__(self) -> None:
         payload = json.dumps(
             [self.data_dir, self.seed, self.settings, self.main_args, self.eval_split], sort_keys=True
         )
         self.fingerprint = hashlib.sha256(payload.encode()).hexdigest()[:16]
+        self.data_id = data_identity(self.data_dir)
 
     @property
     def tag(self) -> str:
@@ -490,17 +497,28 @@ def default_commands(run: RunSpec) -> Steps:
     return [("train", train), ("evaluate", evaluate)]
 
 
+def data_identity(data_dir: str) -> str:
+    """A hash of ``<data_dir>/prepare_report.json`` (what the data was prepared from and how), "" without one."""
+    try:
+        with open(os.path.join(data_dir, PREPARE_REPORT), "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()[:16]
+    except OSError:
+        return ""
+
+
 def run_status(run: RunSpec) -> str:
-    """"done", "pending", or "stale" (finished under a different configuration)."""
+    """"done", "pending", or "stale" (finished under a different configuration or on other data)."""
     path = os.path.join(run.run_dir, DONE_FILE)
     if not os.path.isfile(path):
         return "pending"
     try:
         with open(path) as handle:
-            fingerprint = json.load(handle).get("fingerprint")
+            done = json.load(handle)
     except (OSError, json.JSONDecodeError):
         return "pending"
-    return "done" if fingerprint == run.fingerprint else "stale"
+    # done.json of runs finished before data_id was recorded has no "data": their data is not checked.
+    same_data = done.get("data", run.data_id) == run.data_id
+    return "done" if done.get("fingerprint") == run.fingerprint and same_data else "stale"
 
 
 def resolve_threads(workers: int, threads: Optional[int] = None, environ: Mapping[str, str] = os.environ) -> int:
@@ -729,7 +747,7 @@ def execute_run(run: RunSpec, commands: CommandFactory, threads: int) -> Optiona
             return reason
     if not os.path.isfile(os.path.join(run.run_dir, PER_QUERY_CSV)):
         return "the steps finished but wrote no %s" % PER_QUERY_CSV
-    done = {"fingerprint": run.fingerprint, "seconds": round(time.time() - started, 2), "step_seconds": timings}
+    done = {"fingerprint": run.fingerprint, "data": run.data_id, "seconds": round(time.time() - started, 2), "step_seconds": timings}
     atomic_write_text(os.path.join(run.run_dir, DONE_FILE), json.dumps(done, indent=1) + "\n")
     return None
 
@@ -787,7 +805,8 @@ def run_all(
         stale = [run.run_dir for run, status in zip(runs, statuses) if status == "stale"]
         if stale:
             raise ConfigError(
-                "%d run folder(s) were finished with a different configuration; delete them or change output_dir: %s"
+                "%d run folder(s) were finished with a different configuration or on other data (re-prepared); "
+                "delete them or change output_dir: %s"
                 % (len(stale), ", ".join(stale))
             )
         pending = [run for run, status in zip(runs, statuses) if status == "pending"]
