@@ -885,7 +885,12 @@ def main(argv: Sequence[str] = None) -> int:
     if args.aggregate:
         if not args.out:
             parser.error("--aggregate needs --out")
-        for path in aggregate(args.aggregate, args.out, **options):
+        try:
+            paths = aggregate(args.aggregate, args.out, **options)
+        except ValueError as error:  # no finished run, a malformed per-query file: named in the message
+            print("error: %s" % error, file=sys.stderr)
+            return 2
+        for path in paths:
             print(path)
         return 0
     if not args.config:
