@@ -3,20 +3,31 @@
 Usage::
 
     python example/reproduce_mq2008.py --data ../shared/data/MQ2008 --out out/mq2008
-        [--folds 1] [--steps 1000] [--seeds 0] [--workers 2] [--budgets 1 4 16]
+        [--folds 1] [--steps 1000] [--seeds 0] [--workers 2] [--threads N] [--budgets 1 4 16]
         [--methods oracle naive dla multr rand_multr eib_multr] [--sweep 0 2 4 8 16 32]
+        [--click-model settings/click_models/cascade_eps0.1_ymax2.json] [--no-fresh] [--dry-run]
+
+The paper's tables, one script each (``DATA_DIR OUT_DIR [flags]``; environment
+SEEDS, STEPS, WORKERS, FOLDS): ``example/reproduce_table2.sh`` (fresh cascade
+clicks, the nine Table-2 methods, five folds), ``example/reproduce_budgets.sh``
+(fixed logs of K = 1, 4, 16 sessions per query) and
+``example/reproduce_pbm.sh`` (position-based clicks, eta = 2).
 
 1. prepares the LETOR partitions into ULTRA data directories (five-fold
-   rotation, Rank SVM on 1% of the training queries; skipped when present);
+   rotation, Rank SVM on 1% of the training queries, at least 20; skipped
+   when present and prepared with the same recipe);
 2. writes a runner config: cascade clicks with noise 0.1 for MQ2008's labels
-   0..2, batch 256, N = 10, DNN [512, 256, 128], ``--steps`` ranker steps and
+   0..2 (or ``--click-model``), batch 256, N = 10, DNN [512, 256, 128], ``--steps`` ranker steps and
    as many simulator steps (the paper trains 10,000 of each); fresh clicks
    every step (the paper's protocol) plus fixed logs of K sessions per query
-   (``--budgets``, for every method but Oracle and Rand-MULTR); a
-   ``sample_num`` sweep for MULTR on the first fold;
+   (``--budgets``, for every method but Oracle and Rand-MULTR; with
+   ``--no-fresh`` only those); a ``sample_num`` sweep for MULTR on the first
+   fold;
 3. runs it with ``--workers`` parallel processes (resumable: re-running skips
    finished runs) and aggregates Table-2 style tables, significance markers,
-   the DLA-to-Oracle gap closed and the Figure-3 plot into ``<out>/results``.
+   the DLA-to-Oracle gap closed and the Figure-3 plot into ``<out>/results``,
+   and prints ``<out>/results/summary.md``.  ``--dry-run`` prepares nothing
+   and trains nothing: it prints the preparation command and the runs.
 
 Defaults (Fold1, one seed, 1000 steps: 24 runs) take about an hour and a
 half on 2 CPU cores; add folds and seeds for tighter tests.
@@ -26,11 +37,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 
 from ultra_multr.data import prepare
 from ultra_multr.data.ultra_format import atomic_write_text
 from ultra_multr.experiments import runner
+from ultra_multr.experiments.jsonfile import JsonFileError, read_json
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASCADE = os.path.join(REPO, "settings", "click_models", "cascade_eps0.1_ymax2.json")
@@ -38,6 +51,8 @@ CASCADE = os.path.join(REPO, "settings", "click_models", "cascade_eps0.1_ymax2.j
 
 def study_config(args, data_root: str) -> dict:
     folds = {"Fold%d" % k: os.path.join(data_root, "Fold%d" % k) for k in args.folds}
+    if args.no_fresh and not args.budgets:
+        raise SystemExit("--no-fresh runs only the fixed logs: give --budgets K ...")
     # Oracle ignores clicks and Rand-MULTR is an ablation: budgets run the rest.
     budget_methods = [m for m in args.methods if m not in ("oracle", "rand_multr")]
     sweeps = []
@@ -66,10 +81,10 @@ def study_config(args, data_root: str) -> dict:
     return {
         "output_dir": os.path.abspath(args.out),
         "datasets": {"mq2008": folds},
-        "methods": list(args.methods),
+        "methods": [] if args.no_fresh else list(args.methods),
         "seeds": list(args.seeds),
         "settings": {
-            "train_input_hparams": {"click_model_json": CASCADE},
+            "train_input_hparams": {"click_model_json": os.path.abspath(args.click_model)},
             "ranking_model_hparams": {"hidden_layer_sizes": [512, 256, 128]},
             "learning_algorithm_hparams": {"learning_rate": 0.05, "log_every": 500},
         },
@@ -88,7 +103,22 @@ def study_config(args, data_root: str) -> dict:
     }
 
 
-def main() -> int:
+def needs_preparation(data_root: str, folds) -> list:
+    """The folds whose data directory is missing or was prepared with another recipe."""
+    missing = []
+    for k in folds:
+        path = os.path.join(data_root, "Fold%d" % k, prepare.REPORT_FILE)
+        try:
+            report = read_json(path, "preparation report")
+        except JsonFileError:
+            missing.append(k)
+            continue
+        if not prepare.made_with(report, prepare.PrepareOptions()):
+            missing.append(k)
+    return missing
+
+
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, help="folder with MQ2008's S1.txt ... S5.txt")
     parser.add_argument("--out", required=True)
@@ -96,22 +126,45 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=None, help="threads per run (the runner's --threads)")
     parser.add_argument("--budgets", type=int, nargs="*", default=[1, 4, 16])
     parser.add_argument("--methods", nargs="+", default=["oracle", "naive", "dla", "multr", "rand_multr", "eib_multr"])
     parser.add_argument("--sweep", type=int, nargs="*", default=[0, 2, 4, 8, 16, 32])
-    args = parser.parse_args()
+    parser.add_argument("--click-model", default=CASCADE, help="click model JSON (default: cascade, noise 0.1, y_max 2)")
+    parser.add_argument("--no-fresh", action="store_true", help="only the fixed click logs of --budgets")
+    parser.add_argument("--dry-run", action="store_true", help="prepare nothing, train nothing: list the runs")
+    args = parser.parse_args(argv)
+    if not os.path.isfile(args.click_model):
+        parser.error("--click-model %s does not exist" % args.click_model)
+    try:
+        read_json(args.click_model, "click model")
+    except JsonFileError as error:
+        parser.error(str(error))
+    return args
 
-    data_root = os.path.join(os.path.abspath(args.out), "data")
-    missing = [k for k in args.folds if not os.path.isfile(os.path.join(data_root, "Fold%d" % k, "settings.json"))]
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    out = os.path.abspath(args.out)
+    data_root = os.path.join(out, "data")
+    missing = needs_preparation(data_root, args.folds)
     if missing:
-        code = prepare.main(
-            ["folds", "--partitions", args.data, "--out", data_root, "--folds", ",".join(map(str, missing))]
-        )
-        if code:
-            return code
-    config_path = os.path.join(os.path.abspath(args.out), "study.json")
+        prepare_argv = ["folds", "--partitions", args.data, "--out", data_root, "--folds", ",".join(map(str, missing))]
+        if args.dry_run:
+            print("would run: python -m ultra_multr.data.prepare %s" % " ".join(shlex.quote(a) for a in prepare_argv))
+        else:
+            code = prepare.main(prepare_argv)
+            if code:
+                return code
+    config_path = os.path.join(out, "study.json")
     atomic_write_text(config_path, json.dumps(study_config(args, data_root), indent=2) + "\n")
-    return runner.main([config_path, "--workers", str(args.workers)])
+    runner_argv = [config_path, "--workers", str(args.workers)] + (["--threads", str(args.threads)] if args.threads else [])
+    code = runner.main(runner_argv + (["--dry-run"] if args.dry_run else []))
+    summary = os.path.join(out, "results", "summary.md")
+    if not args.dry_run and os.path.isfile(summary):
+        with open(summary) as handle:
+            print("\n" + handle.read())
+    return code
 
 
 if __name__ == "__main__":

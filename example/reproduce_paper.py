@@ -71,7 +71,7 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ultra_multr.data.prepare import REPORT_FILE
+from ultra_multr.data.prepare import REPORT_FILE, PrepareOptions, made_with
 from ultra_multr.data.ultra_format import atomic_write_text
 from ultra_multr.experiments import runner
 
@@ -151,7 +151,7 @@ def is_prepared(dataset: LetorDataset, files: Dict[str, str], data_dir: str) -> 
     except (OSError, json.JSONDecodeError):
         return False
     sources = {split: [files[split]] for split in SPLITS}
-    return report.get("sources") == sources and report.get("log1p") == dataset.log1p
+    return report.get("sources") == sources and made_with(report, PrepareOptions(log1p=dataset.log1p))
 
 
 # ----------------------------------------------------------------------------- Tiangong-ULTR

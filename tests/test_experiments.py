@@ -2,15 +2,25 @@
 import json
 import math
 import os
+import re
+import socket
+import subprocess
+import signal
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
 
 from ultra_multr.experiments import methods as registry
-from ultra_multr.experiments.aggregate import RunRecord, aggregate, build_table, format_csv, format_markdown
+from ultra_multr.experiments.aggregate import (
+    RunRecord, aggregate, build_table, format_csv, format_markdown, sweep_figure,
+)
 from ultra_multr.experiments.metrics import metric_names, per_query_metrics, query_metrics
-from ultra_multr.experiments.runner import ConfigError, expand_runs, load_config, run_all
+from ultra_multr.experiments.runner import (
+    ConfigError, RunnerLockError, expand_runs, load_config, resolve_threads, run_all,
+)
 from ultra_multr.experiments.significance import randomization_test
 from ultra_multr.experiments.trec import format_qrels, format_run, write_run
 
@@ -244,35 +254,140 @@ def test_runner_resumes_and_skips_finished_runs(tmp_path):
     commands, calls, crash = _fake_commands(tmp_path)
     runs = expand_runs(load_config(_write_config(tmp_path)))
     open(crash, "w").close()  # every multr run crashes this time
-    report = run_all(runs, workers=2, commands=commands, progress=False)
+    out = str(tmp_path / "out")
+    report = run_all(runs, out, workers=2, commands=commands, progress=False, threads=3)
     assert report.finished == 4 and len(report.failed) == 4 and report.skipped == 0
     failed_dir = next(iter(report.failed))
     assert os.path.exists(os.path.join(failed_dir, "failed.json"))
     assert not os.path.exists(os.path.join(failed_dir, "done.json"))
-    assert all(line.split()[2] == str(max(1, (os.cpu_count() or 1) // 2)) for line in calls())
+    assert all(line.split()[2] == "3" for line in calls())
+    log = (tmp_path / "out" / "runner.log").read_text()  # progress is logged without a terminal
+    assert "8 of 8 run(s) to do" in log and "[8/8]" in log and log.count("FAILED") == 4
+    assert not os.path.exists(os.path.join(out, "runner.lock"))  # released
 
     os.remove(crash)
     leftover = os.path.join(failed_dir, "model", "partial.ckpt")  # as a killed run leaves it
     os.makedirs(os.path.dirname(leftover))
     open(leftover, "w").close()
-    report = run_all(runs, workers=2, commands=commands, progress=False)
+    report = run_all(runs, out, workers=2, commands=commands, progress=False)
     assert not os.path.exists(leftover)  # restarted from a clean folder, not resumed mid-training
     assert os.path.exists(os.path.join(failed_dir, "done.json"))
     assert report.finished == 4 and report.skipped == 4 and not report.failed
     assert sorted(line.split()[0] for line in calls()[8:]) == ["multr"] * 4  # only the crashed ones re-ran
 
-    report = run_all(runs, workers=1, commands=commands, progress=False)
+    report = run_all(runs, out, workers=1, commands=commands, progress=False)
     assert report.finished == 0 and report.skipped == 8 and len(calls()) == 12
 
     # The same folders under a changed configuration are refused, not reused.
     changed = expand_runs(load_config(_write_config(tmp_path, main_args={"max_train_iteration": 20})))
     with pytest.raises(ConfigError, match="different configuration"):
-        run_all(changed, commands=commands, progress=False)
+        run_all(changed, out, commands=commands, progress=False)
+
+    # Re-prepared data (another prepare_report.json) makes the finished runs stale too.
+    os.makedirs(str(tmp_path / "data1"))
+    (tmp_path / "data1" / "prepare_report.json").write_text('{"rank_svm": {"min_queries": 20}}')
+    with pytest.raises(ConfigError, match="on other data"):
+        run_all(expand_runs(load_config(_write_config(tmp_path))), out, commands=commands, progress=False)
+    os.remove(str(tmp_path / "data1" / "prepare_report.json"))
 
     written = aggregate(str(tmp_path / "out" / "runs"), str(tmp_path / "results"))
     table = (tmp_path / "results" / "toy.md").read_text()
     assert str(tmp_path / "results" / "toy.csv") in written
     assert "| MULTR | 0.550 ± 0.000" in table and "| DLA | 0.450 ± 0.000" in table
+
+
+def test_runner_threads_follow_flag_then_environment_then_cores():
+    assert resolve_threads(1, 3, environ={"OMP_NUM_THREADS": "2"}) == 3
+    assert resolve_threads(1, None, environ={"OMP_NUM_THREADS": "2"}) == 2  # not cores // 1
+    assert resolve_threads(4, None, environ={}) == max(1, (os.cpu_count() or 1) // 4)
+    with pytest.raises(ValueError, match="OMP_NUM_THREADS='x'"):
+        resolve_threads(1, None, environ={"OMP_NUM_THREADS": "x"})
+
+
+_SLEEPING_RUNNER = r"""
+import sys, time
+from ultra_multr.experiments.runner import expand_runs, load_config, run_all
+runs = expand_runs(load_config(sys.argv[1]))[:1]
+sleeper = lambda run: [("sleep", [sys.executable, "-c", "import time; time.sleep(60)"])]
+run_all(runs, sys.argv[2], commands=sleeper, progress=False)
+"""
+
+
+def _wait_for(condition, timeout=20.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open("/proc/%d/stat" % pid) as handle:  # a zombie has ended
+        return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux's")
+def test_runner_lock_refuses_a_second_runner_and_children_die_with_a_killed_runner(tmp_path):
+    config = _write_config(tmp_path)
+    out = str(tmp_path / "out")
+    script = tmp_path / "sleeping_runner.py"
+    script.write_text(_SLEEPING_RUNNER)
+    runner = subprocess.Popen([sys.executable, str(script), config, out])
+    try:
+        step = os.path.join(out, "runs", "toy", "Fold1", "dla", "seed0", "step.json")
+        assert _wait_for(lambda: os.path.exists(step)), "the runner never started its step"
+        child = json.loads(open(step).read())["pgid"]
+        assert _alive(child)
+        runs = expand_runs(load_config(config))
+        with pytest.raises(RunnerLockError, match="pid %d on host %s" % (runner.pid, socket.gethostname())):
+            run_all(runs, out, progress=False)
+        assert _alive(child)  # the refused runner touched nothing
+
+        runner.kill()  # SIGKILL: no handler runs in the runner
+        runner.wait()
+        assert _wait_for(lambda: not _alive(child), timeout=5.0), "the step outlived its SIGKILLed runner"
+        # The dead runner's lock is stale: a restarted runner takes it over and says so; SIGTERM ends its step.
+        os.remove(step)  # (the restart wipes the run folder; wait for its own step)
+        runner = subprocess.Popen([sys.executable, str(script), config, out], stderr=subprocess.PIPE, text=True)
+        assert _wait_for(lambda: os.path.exists(step)), "the restarted runner never started its step"
+        child = json.loads(open(step).read())["pgid"]
+        runner.terminate()
+        _, stderr = runner.communicate(timeout=20)
+        assert runner.returncode != 0 and not _alive(child)
+        assert "taking over the stale lock of pid" in stderr
+        assert not os.path.exists(os.path.join(out, "runner.lock"))  # released on the way out
+    finally:
+        runner.kill()
+        runner.wait()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the leftover check reads /proc/<pid>/cwd")
+def test_restart_kills_a_step_left_running_in_the_run_folder_before_wiping_it(tmp_path):
+    commands, calls, _ = _fake_commands(tmp_path)
+    runs = expand_runs(load_config(_write_config(tmp_path)))[:1]
+    run_dir = runs[0].run_dir
+    os.makedirs(run_dir)
+    # As a runner that died without PR_SET_PDEATHSIG would leave it: a step still working in the folder.
+    leftover = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd=run_dir,
+                                start_new_session=True)
+    reaper = threading.Thread(target=leftover.wait)  # as init reaps an orphan
+    reaper.start()
+    try:
+        with open(os.path.join(run_dir, "step.json"), "w") as handle:
+            json.dump({"step": "train", "pgid": leftover.pid, "host": socket.gethostname()}, handle)
+        report = run_all(runs, str(tmp_path / "out"), commands=commands, progress=False)
+        assert report.finished == 1
+        reaper.join(timeout=10)
+        assert leftover.returncode == -signal.SIGTERM  # killed, not left to write into the new attempt
+        assert not os.path.exists(os.path.join(run_dir, "step.json"))
+    finally:
+        leftover.kill()
+        leftover.wait()
 
 
 # ----------------------------------------------------------------------------- tables
@@ -317,6 +432,9 @@ def test_table_marks_only_significant_multr_rows():
     assert "*" not in rand_line
     assert "| nDCG@1 | nDCG@3 | nDCG@5 | nDCG@10 | ERR@1 | ERR@3 | ERR@5 | ERR@10 |" in markdown
     assert "| MULTR | 25% |" in markdown
+    p_line = next(line for line in markdown.splitlines() if line.startswith("| MULTR | 0.0"))
+    assert p_line.count("(better)") == len(METRICS)  # each p value says which way the difference goes
+    assert not table.incomplete and "INCOMPLETE" not in markdown
 
     lines = format_csv(table).splitlines()
     header = lines[0].split(",")
@@ -325,6 +443,49 @@ def test_table_marks_only_significant_multr_rows():
     assert float(multr["ndcg_10"]) == pytest.approx(np.mean(np.concatenate(list(base.values()))) + 0.05)
     dla = dict(zip(header, next(l for l in lines if l.startswith("dla,")).split(",")))
     assert dla["ndcg_10_p"] == "" and dla["n_runs"] == "4"
+    assert multr["ndcg_10_direction"] == "better"
+
+
+def test_gap_is_na_when_oracle_is_not_above_dla_and_p_values_say_worse():
+    base = {"F1": np.linspace(0.3, 0.6, 20)}
+    records = (
+        _records("oracle", "oracle", {f: v - 0.01 for f, v in base.items()})
+        + _records("dla", "baseline", base)
+        + _records("multr", "multr", {f: v - 0.05 for f, v in base.items()})
+    )
+    table = build_table(records, "toy", None, n_permutations=200)
+    multr = next(row for row in table.rows if row.method == "multr")
+    assert all(multr.gap_closed[m] is None for m in METRICS)
+    assert all(multr.direction[m] == "worse" and not multr.significant[m] for m in METRICS)
+    markdown = format_markdown(table)
+    assert "| MULTR | %s |" % " | ".join(["n/a (Oracle <= DLA)"] * len(METRICS)) in markdown
+    assert "(worse)" in markdown and "(better)" not in markdown
+    multr_csv = next(l for l in format_csv(table).splitlines() if l.startswith("multr,"))
+    assert multr_csv.count(",n/a,") == len(METRICS)
+
+
+def test_incomplete_groups_are_marked(tmp_path):
+    base = {"F1": np.linspace(0.3, 0.6, 10), "F2": np.linspace(0.2, 0.5, 10)}
+    records = _records("dla", "baseline", base) + _records("multr", "multr", base)
+    records = [r for r in records if not (r.info["method"] == "multr" and r.info["fold"] == "F2" and r.info["seed"])]
+    table = build_table(records, "toy", None, n_permutations=100)
+    assert table.incomplete == ["multr/F2 has 1 of 2 seeds"]
+    assert "### toy -- INCOMPLETE" in format_markdown(table) and "multr/F2 has 1 of 2 seeds" in format_markdown(table)
+    # Through aggregate: a run folder without done.json (still running) marks its group too.
+    runs_dir = tmp_path / "runs"
+    for i, record in enumerate(_records("dla", "baseline", {"F1": base["F1"]})):
+        run_dir = runs_dir / ("r%d" % i)
+        run_dir.mkdir(parents=True)
+        (run_dir / "run.json").write_text(json.dumps(record.info))
+        if i == 0:  # the other one is still going
+            rows = ["qid," + ",".join(METRICS)] + [
+                q + "," + ",".join(str(v[m]) for m in METRICS) for q, v in record.per_query.items()
+            ]
+            (run_dir / "per_query_metrics.csv").write_text("\n".join(rows) + "\n")
+            (run_dir / "done.json").write_text("{}")
+    aggregate(str(runs_dir), str(tmp_path / "results"), n_permutations=100)
+    markdown = (tmp_path / "results" / "toy.md").read_text()
+    assert "INCOMPLETE" in markdown and "1 run(s) not finished" in markdown
 
 
 def test_sweep_figure_is_written(tmp_path):
@@ -345,6 +506,31 @@ def test_sweep_figure_is_written(tmp_path):
     assert str(figure) in written
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "results" / "toy__sample_num=8.md").exists()
+
+
+def test_sweep_figure_names_its_axes_and_one_value_gives_no_figure(tmp_path):
+    import matplotlib.pyplot as plt
+
+    sweep = lambda k: {"name": "K", "parameter": "sessions_per_query", "value": k}
+    records = [r for k in (1, 4, 16) for r in _records("dla", "baseline", {"F1": np.full(4, 0.3 + k / 100)},
+                                                        variant="sessions_per_query=%d" % k, sweep=sweep(k))]
+    figure = sweep_figure(records, "toy")
+    ndcg, err = figure.axes
+    assert ndcg.get_xlabel() == err.get_xlabel() == "sessions per query (click budget)"
+    assert [t.get_text() for t in ndcg.get_legend().get_texts()] == ["nDCG@1", "nDCG@3", "nDCG@5", "nDCG@10"]
+    assert [t.get_text() for t in err.get_legend().get_texts()] == ["ERR@1", "ERR@3", "ERR@5", "ERR@10"]
+    plt.close(figure)
+
+    runs_dir = tmp_path / "runs"
+    for i, record in enumerate(r for r in records if r.info["sweep"]["value"] == 4):
+        run_dir = runs_dir / ("r%d" % i)
+        run_dir.mkdir(parents=True)
+        (run_dir / "run.json").write_text(json.dumps(record.info))
+        rows = ["qid," + ",".join(METRICS)] + [q + "," + ",".join(str(v[m]) for m in METRICS) for q, v in record.per_query.items()]
+        (run_dir / "per_query_metrics.csv").write_text("\n".join(rows) + "\n")
+        (run_dir / "done.json").write_text("{}")
+    written = aggregate(str(runs_dir), str(tmp_path / "results"), n_permutations=100)
+    assert not [path for path in written if path.endswith(".png")]
 
 
 # ----------------------------------------------------------------------------- evaluation
@@ -413,11 +599,25 @@ def test_seeded_main_runs_script_as_main_with_seed(tmp_path):
     assert first[0] == ["--flag", "x"]
 
 
+def test_settings_files_that_are_not_json_fail_naming_the_file(tmp_path):
+    from ultra_multr.experiments.evaluate import main as evaluate_main
+    from ultra_multr.experiments.seeded_main import main as seeded_main
+
+    bad = tmp_path / "settings.json"
+    bad.write_text('{"learning_algorithm": "ultra_multr.DLA",\n "x": }\n')
+    with pytest.raises(ConfigError, match=r"experiment config %s is not valid JSON: line 2 column" % re.escape(str(bad))):
+        load_config(str(bad))
+    script = tmp_path / "main.py"
+    script.write_text("raise AssertionError('main.py must not start')\n")
+    with pytest.raises(SystemExit, match=r"settings file %s is not valid JSON: line 2" % re.escape(str(bad))):
+        seeded_main(["--seed", "0", str(script), "--setting_file", str(bad)])
+    with pytest.raises(SystemExit, match=r"settings file %s is not valid JSON" % re.escape(str(bad))):
+        evaluate_main(["--data_dir", str(tmp_path), "--setting_file", str(bad), "--model_dir", "m", "--out", "o"])
+
+
 def test_runner_trains_through_ultra_main_and_matches_ultra_evaluation(tmp_path):
     """One DLA run through ULTRA's unmodified main.py; our test metrics equal main.py --test_only's."""
     pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
-    import re
-    import subprocess
 
     from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
     from ultra_multr.experiments.runner import find_main_py
@@ -438,7 +638,7 @@ def test_runner_trains_through_ultra_main_and_matches_ultra_evaluation(tmp_path)
         main_args={"batch_size": 8, "max_train_iteration": 4, "steps_per_checkpoint": 2},
     )
     (run,) = expand_runs(load_config(config))
-    report = run_all([run], progress=False)
+    report = run_all([run], str(tmp_path / "out"), progress=False)
     assert not report.failed, report.failed
     summary = json.loads(open(os.path.join(run.run_dir, "metrics.json")).read())
     assert summary["n_queries"] == 8

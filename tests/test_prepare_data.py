@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ultra_multr.data import prepare
-from ultra_multr.data.letor import LetorFormatError, read_letor, read_letor_files
+from ultra_multr.data.letor import LetorFormatError, LetorQuery, read_letor, read_letor_files
 from ultra_multr.data.prepare import PrepareOptions, fold_partitions, main, signed_log1p, train_rank_svm
 
 N_FEATURES = 5
@@ -203,7 +203,11 @@ def test_written_lists_follow_the_fitted_rank_svm(tmp_path, split_files):
     assert run_splits(paths, out, "--svm-fraction", "0.1") == 0
     report = json.load(open(out / prepare.REPORT_FILE))
     weights = np.array(report["rank_svm"]["weights"])
-    assert len(report["rank_svm"]["sampled_qids"]) == 4  # floor(0.1 * 40)
+    assert len(report["rank_svm"]["sampled_qids"]) == 20  # max(floor(0.1 * 40), the minimum of 20)
+    quality = report["rank_svm"]["heldout_training_queries"]
+    assert quality["queries"] == 10  # the 30 with a pair, less the 20 trained on
+    assert quality["ndcg_10"] > quality["random_ndcg_10"] + 0.1
+    assert report["rank_svm"]["warning"] == ""
     correct = total = 0
     for split in ("train", "valid", "test"):
         for _, features, labels, scores in read_written_split(str(out), split).values():
@@ -221,15 +225,40 @@ def test_written_lists_follow_the_fitted_rank_svm(tmp_path, split_files):
 def test_rank_svm_sample_is_seeded_and_skips_queries_without_pairs(tmp_path):
     path = write_letor(tmp_path / "t.txt", toy_queries(5, ["q%d" % i for i in range(50)], no_relevant_every=2))
     queries = read_letor(path).queries
-    first = train_rank_svm(queries, fraction=0.1, c=200.0, seed=3)
-    again = train_rank_svm(queries, fraction=0.1, c=200.0, seed=3)
-    other = train_rank_svm(queries, fraction=0.1, c=200.0, seed=4)
+    first = train_rank_svm(queries, fraction=0.1, c=200.0, seed=3, min_queries=1)
+    again = train_rank_svm(queries, fraction=0.1, c=200.0, seed=3, min_queries=1)
+    other = train_rank_svm(queries, fraction=0.1, c=200.0, seed=4, min_queries=1)
     assert first.sampled_qids == again.sampled_qids and np.array_equal(first.weights, again.weights)
     assert first.sampled_qids != other.sampled_qids
     by_qid = {q.qid: q for q in queries}
     assert len(first.sampled_qids) == 5
     assert all(len(set(by_qid[qid].labels)) > 1 for qid in first.sampled_qids)
-    assert len(train_rank_svm(queries, fraction=0.001, c=200.0, seed=3).sampled_qids) == 1
+    assert len(train_rank_svm(queries, fraction=0.001, c=200.0, seed=3, min_queries=1).sampled_qids) == 1
+
+
+def test_rank_svm_never_trains_on_fewer_than_the_minimum_of_queries(tmp_path):
+    path = write_letor(tmp_path / "t.txt", toy_queries(5, ["q%d" % i for i in range(60)], no_relevant_every=4))
+    queries = read_letor(path).queries  # 45 queries with a pair
+    assert prepare.DEFAULT_SVM_MIN_QUERIES == 20
+    for fraction in (0.001, 0.01, 0.2):  # 1% of 60 queries would be 0 queries, floored to 1 before
+        svm = train_rank_svm(queries, fraction=fraction, c=200.0, seed=0)
+        assert len(svm.sampled_qids) == 20
+    assert len(train_rank_svm(queries, fraction=0.5, c=200.0, seed=0).sampled_qids) == 30  # 1% rule above the minimum
+    assert len(train_rank_svm(queries[:12], fraction=0.01, c=200.0, seed=0).sampled_qids) == 9  # capped at those with pairs
+
+
+def test_rank_svm_caps_pairs_per_query_and_warns_when_near_random(tmp_path):
+    rng = np.random.default_rng(0)
+    long_query = LetorQuery("long", ["d%d" % i for i in range(80)], rng.normal(size=(80, 3)), rng.integers(0, 3, size=80))
+    diffs, targets = prepare.pairwise_examples([long_query], max_pairs_per_query=100, seed=0)
+    assert diffs.shape == (100, 3) and set(targets) == {-1, 1}
+    assert prepare.pairwise_examples([long_query])[0].shape[0] > 1000
+    # Labels independent of the features: the held-out ranking is as good as random, and the report says so.
+    noise = [LetorQuery("q%d" % i, ["d%d" % j for j in range(10)], rng.normal(size=(10, 3)), rng.integers(0, 3, size=10))
+             for i in range(400)]
+    svm = train_rank_svm(noise, fraction=0.01, c=200.0, seed=0)
+    warning = prepare.near_random_warning(prepare.heldout_quality(svm, noise, seed=0))
+    assert "near random" in warning and "held-out training queries" in warning
 
 
 # --------------------------------------------------------------------------- folds

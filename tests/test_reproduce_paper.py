@@ -118,13 +118,20 @@ def test_letor_preparation_command_per_dataset(tmp_path):
     os.remove(tmp_path / "vali.txt")
     with pytest.raises(paper.DataLayoutError, match="vali.txt"):
         paper.letor_files(istella, str(tmp_path))
-    # A data directory prepared from other files is not reused.
+    # A data directory prepared from other files, or with another Rank SVM recipe, is not reused.
+    from ultra_multr.data import prepare
+
     data_dir = tmp_path / "prepared"
     data_dir.mkdir()
-    report = {"sources": {split: [files[split]] for split in paper.SPLITS}, "log1p": False}
+    svm = {"fraction": 0.01, "min_queries": prepare.DEFAULT_SVM_MIN_QUERIES, "c": 200.0, "seed": 0,
+           "max_pairs_per_query": prepare.MAX_PAIRS_PER_QUERY}
+    report = {"sources": {split: [files[split]] for split in paper.SPLITS}, "log1p": False, "rank_svm": svm}
     (data_dir / "prepare_report.json").write_text(json.dumps(report))
     assert paper.is_prepared(yahoo, files, str(data_dir))
     assert not paper.is_prepared(yahoo, dict(files, test=str(tmp_path / "test.txt")), str(data_dir))
+    del svm["min_queries"]  # prepared before the minimum of queries existed (1% could be one query)
+    (data_dir / "prepare_report.json").write_text(json.dumps(report))
+    assert not paper.is_prepared(yahoo, files, str(data_dir))
 
 
 def write_tiangong(root, train_labels="q1 1 0 0\nq2 0 0 1\n", test_labels="t1 4 0 2\n", splits=("train", "test")):
@@ -177,3 +184,49 @@ def test_tiangong_without_settings_says_what_to_write(tmp_path):
     (tmp_path / "train").mkdir()
     with pytest.raises(paper.DataLayoutError, match='"feature_size": 33, "max_label": 4'):
         paper.check_tiangong(str(tmp_path))
+
+
+# ----------------------------------------------------------------------------- MQ2008 shell scripts
+
+
+@pytest.mark.parametrize(
+    "script, methods, variants, click_model",
+    [
+        ("reproduce_table2.sh", ["oracle", "multr", "dla", "rem", "paird", "pal", "naive", "rand_multr", "eib_multr"],
+         [None], "cascade_eps0.1_ymax2.json"),
+        ("reproduce_budgets.sh", ["naive", "dla", "multr", "eib_multr"],
+         ["sessions_per_query=1", "sessions_per_query=4", "sessions_per_query=16"], "cascade_eps0.1_ymax2.json"),
+        ("reproduce_pbm.sh", ["naive", "dla", "multr"], [None], "pbm_eta2_eps0.1_ymax2.json"),
+    ],
+)
+def test_mq2008_table_scripts_dry_run_list_their_runs(tmp_path, script, methods, variants, click_model):
+    import subprocess
+
+    (tmp_path / "main.py").write_text("")  # the dry run only names main.py (and importing ultra is slow)
+    env = {**os.environ, "SEEDS": "0 1 2", "FOLDS": "1 2 3 4 5", "STEPS": "20", "ULTRA_MAIN": str(tmp_path / "main.py")}
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [os.path.join(REPO_ROOT, "example", script), str(tmp_path / "MQ2008"), str(out), "--dry-run"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "would run: python -m ultra_multr.data.prepare folds" in result.stdout
+    assert not (out / "data").exists() and not (out / "runs").exists()  # a dry run prepares and trains nothing
+    runs = expand_runs(load_config(str(out / "study.json")))
+    got = sorted((r.info["method"], r.info["variant"], r.info["fold"], r.seed) for r in runs)
+    assert got == sorted(
+        (m, v, "Fold%d" % f, s) for m in methods for v in variants for f in range(1, 6) for s in (0, 1, 2)
+    )
+    assert result.stdout.count("\npending  ") + result.stdout.startswith("pending") == len(runs)
+    model = os.path.join(REPO_ROOT, "settings", "click_models", click_model)
+    assert all(hparams(r.settings["train_input_hparams"])["click_model_json"] == model for r in runs)
+    assert all(r.main_args["max_train_iteration"] == 20 for r in runs)
+
+
+def test_mq2008_study_config_of_the_readme_loads():
+    config = load_config(os.path.join(REPO_ROOT, "example", "mq2008_study.json"))
+    runs = expand_runs(config)
+    assert {r.info["method"] for r in runs} == {"oracle", "naive", "dla", "multr"}
+    click_model = hparams(runs[0].settings["train_input_hparams"])["click_model_json"]
+    assert os.path.isfile(click_model)
+    assert config.datasets["mq2008"]["Fold1"] == os.path.join(REPO_ROOT, "data", "mq2008", "Fold1")

@@ -10,9 +10,14 @@ offline pipeline it follows):
    *training* split; valid/test values outside that range are clipped, and a
    feature constant on the training split becomes 0;
 4. train the initial ranker, a linear Rank SVM, on a seeded sample of 1% of
-   the training queries with their labels (scikit-learn's ``LinearSVC`` on
-   within-query pairwise differences, so no SVMrank binary is needed), score
-   every document and order every query's list by that score;
+   the training queries -- but at least ``svm_min_queries`` (20; the paper's
+   1% of Yahoo is ~200 queries), capped at the queries that have a pair --
+   with their labels (scikit-learn's ``LinearSVC`` in its primal form on at
+   most 1,000 seeded within-query pairwise differences per query, so no
+   SVMrank binary is needed and the fit takes seconds), score every document
+   and order every query's list by that score.  The ranker's nDCG@10 on the
+   training queries it did not train on is compared with a random ranking's;
+   within 0.02 of it a warning says the initial ranking is near random;
 5. write ``settings.json``, ``{train,valid,test}/*`` and ``prepare_report.json``
    into a temporary sibling directory and rename it into place, so an
    interrupted run leaves no half-written data directory.
@@ -26,7 +31,7 @@ Command line (also installed as ``ultra-multr-prepare``)::
     python -m ultra_multr.data.prepare folds --partitions MQ2008/ --out out/mq2008 [--folds 1,2]
     python -m ultra_multr.data.prepare splits --train a.txt --valid b.txt --test c.txt --out out/data
 
-Shared options: ``--log1p``, ``--svm-fraction 0.01``, ``--svm-c 200``, ``--seed 0``.
+Shared options: ``--log1p``, ``--svm-fraction 0.01``, ``--svm-min-queries 20``, ``--svm-c 200``, ``--seed 0``.
 """
 from __future__ import annotations
 
@@ -54,6 +59,14 @@ PROG = "ultra-multr-prepare"
 SPLITS = ("train", "valid", "test")
 REPORT_FILE = "prepare_report.json"
 N_PARTITIONS = 5
+#: The Rank SVM trains on at least this many queries (fewer only if fewer have a pair).
+DEFAULT_SVM_MIN_QUERIES = 20
+#: Pairs drawn per query at most (seeded), so that long lists do not dominate nor slow the fit.
+MAX_PAIRS_PER_QUERY = 1000
+#: The initial ranker is "near random" when its held-out nDCG@10 is within this of a random ranking's.
+NEAR_RANDOM_MARGIN = 0.02
+#: Random permutations averaged for a random ranking's nDCG@10.
+RANDOM_RANKINGS = 20
 
 
 def fold_partitions(fold: int) -> Dict[str, List[int]]:
@@ -118,47 +131,97 @@ class RankSvm:
         return features @ self.weights
 
 
-def pairwise_examples(queries: Sequence[LetorQuery]) -> Tuple[np.ndarray, np.ndarray]:
+def pairwise_examples(
+    queries: Sequence[LetorQuery], max_pairs_per_query: int = 0, seed: int = 0
+) -> Tuple[np.ndarray, np.ndarray]:
     """Rank SVM's pairwise transform: (differences [P, F], targets [P] in {-1, +1}).
 
-    Each within-query pair with y_i > y_j gives x_i - x_j.  Every other
-    difference is negated with target -1: a no-intercept linear SVM has the
-    same loss on (d, +1) and (-d, -1), and LinearSVC needs both classes.
+    Each within-query pair with y_i > y_j gives x_i - x_j; with
+    ``max_pairs_per_query`` > 0 a query contributes a seeded sample of at most
+    that many of its pairs.  Every other difference is negated with target
+    -1: a no-intercept linear SVM has the same loss on (d, +1) and (-d, -1),
+    and LinearSVC needs both classes.
     """
+    rng = np.random.default_rng(seed)
     differences = []
     for query in queries:
         better, worse = np.nonzero(query.labels[:, None] > query.labels[None, :])
+        if 0 < max_pairs_per_query < len(better):
+            keep = np.sort(rng.choice(len(better), size=max_pairs_per_query, replace=False))
+            better, worse = better[keep], worse[keep]
         differences.append(query.features[better] - query.features[worse])
     diffs = np.concatenate(differences)
     targets = np.where(np.arange(len(diffs)) % 2 == 0, 1, -1)
     return diffs * targets[:, None], targets
 
 
-def train_rank_svm(queries: Sequence[LetorQuery], fraction: float, c: float, seed: int) -> RankSvm:
+def svm_sample_size(n_queries: int, n_eligible: int, fraction: float, min_queries: int) -> int:
+    """Queries the Rank SVM trains on: ``max(floor(fraction * n_queries), min_queries)``, at most ``n_eligible``."""
+    # The epsilon keeps e.g. 0.29 * 100 from flooring to 28.
+    return min(n_eligible, max(1, min_queries, math.floor(fraction * n_queries + 1e-9)))
+
+
+def train_rank_svm(
+    queries: Sequence[LetorQuery], fraction: float, c: float, seed: int, min_queries: int = DEFAULT_SVM_MIN_QUERIES
+) -> RankSvm:
     """Fit a linear Rank SVM on a seeded sample of the training queries.
 
-    The sample holds ``max(1, floor(fraction * len(queries)))`` queries, drawn
-    among the queries with at least two different labels (the others give no
-    pair, so drawing them would only shrink the sample).  ``c`` is on
-    SVMrank's scale (ULTRA's pipeline uses ``svm_rank_learn -c 200``): SVMrank
-    averages the summed pair losses over queries, LinearSVC sums them, hence
-    LinearSVC's C = c / number of sampled queries.
+    The sample holds :func:`svm_sample_size` queries, drawn among the queries
+    with at least two different labels (the others give no pair, so drawing
+    them would only shrink the sample); each gives at most
+    :data:`MAX_PAIRS_PER_QUERY` seeded pairs.  ``c`` is on SVMrank's scale
+    (ULTRA's pipeline uses ``svm_rank_learn -c 200``): SVMrank averages the
+    summed pair losses over queries, LinearSVC sums them, hence LinearSVC's
+    C = c / number of sampled queries.  The solver is liblinear's primal
+    (``dual=False``, squared hinge loss): with P pairs >> F features it
+    converges in seconds, where the dual hinge solver took minutes and did
+    not converge on ~30k pairs with a large C.
     """
     from sklearn.svm import LinearSVC
 
     eligible = [q for q in queries if len(np.unique(q.labels)) > 1]
     if not eligible:
         raise ValueError("no training query has two different labels, so a Rank SVM has no pair to learn from")
-    # The epsilon keeps e.g. 0.29 * 100 from flooring to 28.
-    n_sample = min(len(eligible), max(1, math.floor(fraction * len(queries) + 1e-9)))
+    n_sample = svm_sample_size(len(queries), len(eligible), fraction, min_queries)
     rng = np.random.default_rng(seed)
     sample = [eligible[i] for i in sorted(rng.choice(len(eligible), size=n_sample, replace=False))]
-    diffs, targets = pairwise_examples(sample)
+    diffs, targets = pairwise_examples(sample, MAX_PAIRS_PER_QUERY, seed)
     model = LinearSVC(
-        C=c / n_sample, loss="hinge", dual=True, fit_intercept=False, max_iter=100000, random_state=seed
+        C=c / n_sample, loss="squared_hinge", dual=False, fit_intercept=False, tol=1e-4, max_iter=10000,
+        random_state=seed,
     )
     model.fit(diffs, targets)
     return RankSvm(weights=model.coef_[0].copy(), sampled_qids=[q.qid for q in sample], n_pairs=len(diffs))
+
+
+def heldout_quality(svm: RankSvm, queries: Sequence[LetorQuery], seed: int) -> Dict[str, float]:
+    """Mean nDCG@10 of the Rank SVM and of random rankings on the queries it did not train on.
+
+    Only queries with two different labels count (on the others every
+    ranking scores the same).  Empty dict when there is no such query.
+    """
+    from ..experiments.metrics import ndcg_at_k
+
+    trained = set(svm.sampled_qids)
+    heldout = [q for q in queries if q.qid not in trained and len(np.unique(q.labels)) > 1]
+    if not heldout:
+        return {}
+    rng = np.random.default_rng(seed)
+    svm_ndcg = np.mean([ndcg_at_k(q.labels, svm.score(q.features), 10) for q in heldout])
+    random_ndcg = np.mean(
+        [np.mean([ndcg_at_k(q.labels, rng.random(len(q.labels)), 10) for _ in range(RANDOM_RANKINGS)]) for q in heldout]
+    )
+    return {"queries": len(heldout), "ndcg_10": float(svm_ndcg), "random_ndcg_10": float(random_ndcg)}
+
+
+def near_random_warning(quality: Dict[str, float]) -> str:
+    """A warning when the held-out nDCG@10 is within :data:`NEAR_RANDOM_MARGIN` of random ('' otherwise)."""
+    if not quality or quality["ndcg_10"] - quality["random_ndcg_10"] > NEAR_RANDOM_MARGIN:
+        return ""
+    return (
+        "the initial ranking is near random: Rank SVM nDCG@10 %.3f vs random %.3f on %d held-out training queries "
+        "(raise --svm-fraction or --svm-min-queries)" % (quality["ndcg_10"], quality["random_ndcg_10"], quality["queries"])
+    )
 
 
 @dataclass(frozen=True)
@@ -167,12 +230,22 @@ class PrepareOptions:
 
     log1p: bool = False
     svm_fraction: float = 0.01
+    svm_min_queries: int = DEFAULT_SVM_MIN_QUERIES
     svm_c: float = 200.0
     seed: int = 0
 
     def __post_init__(self):
         require(0.0 < self.svm_fraction <= 1.0, "svm_fraction must be in (0, 1], got %r" % self.svm_fraction)
+        require(self.svm_min_queries >= 1, "svm_min_queries must be >= 1, got %r" % self.svm_min_queries)
         require(self.svm_c > 0.0, "svm_c must be positive, got %r" % self.svm_c)
+
+
+def made_with(report: dict, options: PrepareOptions) -> bool:
+    """Whether a ``prepare_report.json`` was written with these options (and this Rank SVM recipe)."""
+    svm = report.get("rank_svm", {})
+    return report.get("log1p") == options.log1p and (
+        svm.get("fraction"), svm.get("min_queries"), svm.get("max_pairs_per_query"), svm.get("c"), svm.get("seed")
+    ) == (options.svm_fraction, options.svm_min_queries, MAX_PAIRS_PER_QUERY, options.svm_c, options.seed)
 
 
 @dataclass
@@ -252,8 +325,14 @@ def prepare_dataset(split_files: Dict[str, Sequence[LetorFile]], options: Prepar
         split: [replace(q, features=scaler.transform(preprocess(q.features))) for q in queries]
         for split, queries in splits.items()
     }
-    svm = train_rank_svm(normalised["train"], options.svm_fraction, options.svm_c, options.seed)
-    logger.info("Rank SVM fitted on %d queries, %d pairs", len(svm.sampled_qids), svm.n_pairs)
+    fit_start = time.time()
+    svm = train_rank_svm(normalised["train"], options.svm_fraction, options.svm_c, options.seed, options.svm_min_queries)
+    fit_seconds = time.time() - fit_start
+    logger.info("Rank SVM fitted on %d queries, %d pairs in %.1f s", len(svm.sampled_qids), svm.n_pairs, fit_seconds)
+    quality = heldout_quality(svm, normalised["train"], options.seed)
+    warning = near_random_warning(quality)
+    if warning:
+        logger.warning(warning)
     max_label = max(f.max_label for f in all_files)
     report = {
         "feature_size": feature_size,
@@ -263,12 +342,17 @@ def prepare_dataset(split_files: Dict[str, Sequence[LetorFile]], options: Prepar
         "normalisation": {"train_min": scaler.low.tolist(), "train_max": scaler.high.tolist()},
         "rank_svm": {
             "fraction": options.svm_fraction,
+            "min_queries": options.svm_min_queries,
+            "max_pairs_per_query": MAX_PAIRS_PER_QUERY,
             "c": options.svm_c,
             "seed": options.seed,
             "training_queries": len(splits["train"]),
             "sampled_qids": svm.sampled_qids,
             "pairs": svm.n_pairs,
             "weights": svm.weights.tolist(),
+            "fit_seconds": round(fit_seconds, 3),
+            "heldout_training_queries": quality,
+            "warning": warning,
         },
         "splits": {split: split_counts(queries) for split, queries in splits.items()},
     }
@@ -366,8 +450,16 @@ def format_report(name: str, directory: str, report: dict) -> str:
         "%s -> %s" % (name, directory),
         "  %d features, max label %d; Rank SVM on %d of %d training queries (%d pairs)"
         % (report["feature_size"], report["max_label"], len(svm["sampled_qids"]), svm["training_queries"], svm["pairs"]),
-        "  %-6s %8s %10s %12s %17s" % ("split", "queries", "documents", "no relevant", "dropped by ULTRA"),
     ]
+    quality = svm.get("heldout_training_queries")
+    if quality:
+        lines.append(
+            "  Rank SVM nDCG@10 on %d held-out training queries: %.3f (random ranking: %.3f)"
+            % (quality["queries"], quality["ndcg_10"], quality["random_ndcg_10"])
+        )
+    if svm.get("warning"):
+        lines.append("  WARNING: " + svm["warning"])
+    lines.append("  %-6s %8s %10s %12s %17s" % ("split", "queries", "documents", "no relevant", "dropped by ULTRA"))
     for split in SPLITS:
         counts = report["splits"][split]
         lines.append(
@@ -412,6 +504,10 @@ def _build_parser() -> argparse.ArgumentParser:
         mode.add_argument("--out", required=True, help="output directory (folds mode: parent of Fold<k>/)")
         mode.add_argument("--log1p", action="store_true", help="sign(x)*log1p(|x|) before min-max scaling")
         mode.add_argument("--svm-fraction", type=float, default=0.01, help="share of training queries for the Rank SVM")
+        mode.add_argument(
+            "--svm-min-queries", type=int, default=DEFAULT_SVM_MIN_QUERIES,
+            help="the Rank SVM trains on at least this many queries (default %d)" % DEFAULT_SVM_MIN_QUERIES,
+        )
         mode.add_argument("--svm-c", type=float, default=200.0, help="Rank SVM C on SVMrank's scale (default 200)")
         mode.add_argument("--seed", type=int, default=0, help="seed of the Rank SVM's query sample and solver")
     return parser
@@ -423,7 +519,8 @@ def main(argv: Sequence[str] = None) -> int:
     try:
         args = _build_parser().parse_args(argv)
         options = PrepareOptions(
-            log1p=args.log1p, svm_fraction=args.svm_fraction, svm_c=args.svm_c, seed=args.seed
+            log1p=args.log1p, svm_fraction=args.svm_fraction, svm_min_queries=args.svm_min_queries,
+            svm_c=args.svm_c, seed=args.seed,
         )
         if args.mode == "folds":
             reports = prepare_folds(args.partitions, args.out, args.folds, options)

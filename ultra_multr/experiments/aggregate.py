@@ -11,12 +11,21 @@ by (dataset, variant); each group gives one table:
   against the column's best baseline (highest mean among "baseline" rows)
   gives p <= alpha, with a positive mean difference.  The test pairs queries
   pooled across folds, each query's value averaged over seeds first;
+* every p value says its direction: "better" or "worse" than the best
+  baseline (the sign of the mean difference over the pooled queries);
 * the fraction of the DLA-to-Oracle gap each multr-role row closes,
-  ``(row - DLA) / (Oracle - DLA)``, per metric.
+  ``(row - DLA) / (Oracle - DLA)``, per metric; "n/a (Oracle <= DLA)" where
+  there is no gap to close.
 
-Sweep runs (``run.json`` has a ``sweep``) with numeric values also give one
-figure per (dataset, sweep, method): nDCG@K and ERR@K against the value
-(Figure 3 of the paper for a ``sample_num`` sweep).
+Incomplete groups are marked, not refused: a table whose methods x folds
+have different numbers of finished seeds, or whose run folders include
+unfinished ones (running, pending or failed: ``run.json`` without
+``done.json``), is titled "INCOMPLETE" with the reasons, so a look at
+results while runs are still going cannot pass for the final table.
+
+Sweep runs (``run.json`` has a ``sweep``) with at least two numeric values
+also give one figure per (dataset, sweep, method): nDCG@k and ERR@k against
+the value (Figure 3 of the paper for a ``sample_num`` sweep).
 """
 from __future__ import annotations
 
@@ -41,6 +50,11 @@ logger = logging.getLogger(__name__)
 
 METRICS = metric_names()
 GAP_LOW, GAP_HIGH = "dla", "oracle"
+#: What the swept parameter is, for figure axes (else the parameter's name).
+AXIS_LABELS = {
+    "sessions_per_query": "sessions per query (click budget)",
+    "sample_num": "sample_num (simulated rankings per query)",
+}
 
 
 @dataclass
@@ -64,7 +78,10 @@ class TableRow:
     std: Dict[str, float]  # NaN with a single run
     p_value: Dict[str, float] = field(default_factory=dict)  # multr rows only
     significant: Dict[str, bool] = field(default_factory=dict)
-    gap_closed: Dict[str, float] = field(default_factory=dict)  # multr rows, when DLA and Oracle ran
+    #: multr rows, when DLA and Oracle ran; None where Oracle <= DLA (no gap to close)
+    gap_closed: Dict[str, Optional[float]] = field(default_factory=dict)
+    #: "better" / "worse" / "equal": the sign of (this row - best baseline) over the tested queries
+    direction: Dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -76,10 +93,39 @@ class ResultTable:
     n_pooled_queries: Dict[str, int]  # multr method -> queries in its tests
     alpha: float
     n_permutations: int
+    #: why the table is incomplete (empty: complete)
+    incomplete: List[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
         return self.dataset + ("__" + self.variant if self.variant else "")
+
+
+def unfinished_runs(runs_dir: str) -> List[Dict]:
+    """``run.json`` of every run folder without ``done.json`` (running, pending or failed)."""
+    infos = []
+    for path in sorted(glob.glob(os.path.join(runs_dir, "**", "run.json"), recursive=True)):
+        if not os.path.exists(os.path.join(os.path.dirname(path), "done.json")):
+            with open(path) as handle:
+                infos.append(json.load(handle))
+    return infos
+
+
+def incompleteness(records: Sequence[RunRecord], n_unfinished: int = 0) -> List[str]:
+    """Why a group of runs is not complete: methods x folds with fewer seeds than the others, unfinished runs."""
+    seeds: Dict[Tuple[str, str], int] = defaultdict(int)
+    for record in records:
+        seeds[(record.info["method"], record.info["fold"])] += 1
+    methods = sorted({m for m, _ in seeds})
+    folds = sorted({f for _, f in seeds})
+    most = max(seeds.values()) if seeds else 0
+    reasons = [
+        "%s/%s has %d of %d seeds" % (m, f, seeds.get((m, f), 0), most)
+        for m in methods for f in folds if seeds.get((m, f), 0) < most
+    ]
+    if n_unfinished:
+        reasons.append("%d run(s) not finished (running, pending or failed)" % n_unfinished)
+    return reasons
 
 
 def collect_runs(runs_dir: str) -> List[RunRecord]:
@@ -152,13 +198,15 @@ def build_table(
                 a = np.array([mine[k] for k in keys])
                 b = np.array([theirs[k] for k in keys])
                 p = randomization_test(a, b, n_permutations=n_permutations, seed=seed)
+                difference = float(a.mean() - b.mean())
                 row.p_value[metric] = p
-                row.significant[metric] = bool(p <= alpha and a.mean() > b.mean())
+                row.direction[metric] = "better" if difference > 0 else "worse" if difference < 0 else "equal"
+                row.significant[metric] = bool(p <= alpha and difference > 0)
                 n_pooled[row.method] = len(keys)
             if GAP_LOW in means and GAP_HIGH in means:
                 gap = means[GAP_HIGH][metric] - means[GAP_LOW][metric]
-                row.gap_closed[metric] = (row.mean[metric] - means[GAP_LOW][metric]) / gap if gap else float("nan")
-    return ResultTable(dataset, variant, rows, best, n_pooled, alpha, n_permutations)
+                row.gap_closed[metric] = (row.mean[metric] - means[GAP_LOW][metric]) / gap if gap > 0 else None
+    return ResultTable(dataset, variant, rows, best, n_pooled, alpha, n_permutations, incompleteness(records))
 
 
 def _header(metric: str) -> str:
@@ -173,10 +221,18 @@ def _cell(row: TableRow, metric: str) -> str:
     return text + ("*" if row.significant.get(metric) else "")
 
 
+def _gap_cell(fraction: Optional[float]) -> str:
+    return "n/a (Oracle <= DLA)" if fraction is None else "%.0f%%" % (100 * fraction)
+
+
 def format_markdown(table: ResultTable) -> str:
     """The table, its legend, the p-values and the gap fractions as Markdown."""
     title = table.dataset + (" (%s)" % table.variant if table.variant else "")
+    if table.incomplete:
+        title += " -- INCOMPLETE"
     lines = ["### %s" % title, ""]
+    if table.incomplete:
+        lines += ["**Incomplete, not a final result**: %s." % "; ".join(table.incomplete), ""]
     lines.append("| Method | %s | Runs |" % " | ".join(_header(m) for m in METRICS))
     lines.append("|---|%s---|" % ("---|" * len(METRICS)))
     for row in table.rows:
@@ -198,17 +254,17 @@ def format_markdown(table: ResultTable) -> str:
             "(exact up to %d queries, else %d random permutations)."
             % (table.alpha, best, EXACT_MAX_QUERIES, table.n_permutations)
         )
-        lines += ["", "| p vs best baseline | %s | Queries |" % " | ".join(_header(m) for m in METRICS)]
+        lines += ["", "| p vs best baseline (direction) | %s | Queries |" % " | ".join(_header(m) for m in METRICS)]
         lines.append("|---|%s---|" % ("---|" * len(METRICS)))
         for row in tested:
-            cells = " | ".join("%.4f" % row.p_value[m] for m in METRICS)
+            cells = " | ".join("%.4f (%s)" % (row.p_value[m], row.direction[m]) for m in METRICS)
             lines.append("| %s | %s | %d |" % (row.label, cells, table.n_pooled_queries[row.method]))
     gapped = [row for row in table.rows if row.gap_closed]
     if gapped:
         lines += ["", "| DLA-to-Oracle gap closed | %s |" % " | ".join(_header(m) for m in METRICS)]
         lines.append("|---|%s" % ("---|" * len(METRICS)))
         for row in gapped:
-            lines.append("| %s | %s |" % (row.label, " | ".join("%.0f%%" % (100 * row.gap_closed[m]) for m in METRICS)))
+            lines.append("| %s | %s |" % (row.label, " | ".join(_gap_cell(row.gap_closed[m]) for m in METRICS)))
     return "\n".join(lines) + "\n"
 
 
@@ -216,28 +272,35 @@ def format_csv(table: ResultTable) -> str:
     """One row per method: mean, std, p vs best baseline, significance, gap closed."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    columns = ["method", "label", "role", "n_runs"]
+    columns = ["method", "label", "role", "n_runs", "incomplete"]
     for m in METRICS:
-        columns += [m, m + "_std", m + "_p", m + "_significant", m + "_gap_closed", m + "_best_baseline"]
+        columns += [
+            m, m + "_std", m + "_p", m + "_direction", m + "_significant", m + "_gap_closed", m + "_best_baseline"
+        ]
     writer.writerow(columns)
 
     def fmt(value: Optional[float]) -> str:
         return "" if value is None or np.isnan(value) else "%.6f" % value
 
     for row in table.rows:
-        cells = [row.method, row.label, row.role, row.n_runs]
+        cells = [row.method, row.label, row.role, row.n_runs, "; ".join(table.incomplete)]
         for m in METRICS:
+            gap = row.gap_closed.get(m, float("nan"))
             cells += [
-                fmt(row.mean[m]), fmt(row.std[m]), fmt(row.p_value.get(m)),
+                fmt(row.mean[m]), fmt(row.std[m]), fmt(row.p_value.get(m)), row.direction.get(m, ""),
                 "" if m not in row.significant else int(row.significant[m]),
-                fmt(row.gap_closed.get(m)), table.best_baseline[m] or "",
+                "n/a" if gap is None else fmt(gap), table.best_baseline[m] or "",
             ]
         writer.writerow(cells)
     return buffer.getvalue()
 
 
-def plot_sweep(records: Sequence[RunRecord], path: str, title: str) -> None:
-    """nDCG@K and ERR@K (mean ± std over runs) against the sweep value, as a PNG."""
+def sweep_figure(records: Sequence[RunRecord], title: str):
+    """nDCG@k and ERR@k (mean ± std over runs) against the sweep value, as a PNG.
+
+    The x axis names the swept parameter (:data:`AXIS_LABELS`); the legend
+    names each line's metric and cutoff (nDCG@1, ..., ERR@10).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -253,18 +316,30 @@ def plot_sweep(records: Sequence[RunRecord], path: str, title: str) -> None:
             values = [np.array([r.mean(metric) for r in by_value[x]]) for x in xs]
             mean = [v.mean() for v in values]
             std = [v.std(ddof=1) if v.size > 1 else 0.0 for v in values]
-            axis.errorbar(xs, mean, yerr=std, marker="o", capsize=3, label="K=%s" % metric.split("_")[1])
-        axis.set_xlabel(records[0].info["sweep"]["parameter"])
-        axis.set_ylabel("%s@K" % ("nDCG" if family == "ndcg" else "ERR"))
+            axis.errorbar(xs, mean, yerr=std, marker="o", capsize=3, label=_header(metric))
+        axis.set_xlabel(sweep_axis_label(records[0].info["sweep"]["parameter"]))
+        axis.set_ylabel("%s@k (test)" % ("nDCG" if family == "ndcg" else "ERR"))
         axis.set_xticks(xs)
         axis.grid(alpha=0.3)
         axis.legend(fontsize=8)
     figure.suptitle(title)
     figure.tight_layout()
+    return figure
+
+
+def plot_sweep(records: Sequence[RunRecord], path: str, title: str) -> None:
+    """:func:`sweep_figure` written as a PNG to ``path``."""
+    import matplotlib.pyplot as plt
+
+    figure = sweep_figure(records, title)
     try:
         atomic_write_file(path, lambda tmp: figure.savefig(tmp, dpi=120, format="png"))
     finally:
         plt.close(figure)
+
+
+def sweep_axis_label(parameter: str) -> str:
+    return AXIS_LABELS.get(parameter, parameter)
 
 
 def _is_number(value) -> bool:
@@ -282,6 +357,9 @@ def aggregate(
     records = collect_runs(runs_dir)
     if not records:
         raise ValueError("no finished run (done.json) under %s" % runs_dir)
+    unfinished: Dict[Tuple[str, str], int] = defaultdict(int)
+    for info in unfinished_runs(runs_dir):
+        unfinished[(info["dataset"], info.get("variant") or "")] += 1
     groups: Dict[Tuple[str, str], List[RunRecord]] = defaultdict(list)
     sweeps: Dict[Tuple[str, str, str], List[RunRecord]] = defaultdict(list)
     for record in records:
@@ -292,6 +370,9 @@ def aggregate(
     written, sections = [], []
     for (dataset, variant), members in sorted(groups.items()):
         table = build_table(members, dataset, variant or None, alpha, n_permutations, seed)
+        table.incomplete = incompleteness(members, unfinished[(dataset, variant)])
+        if table.incomplete:
+            logger.warning("%s is incomplete: %s", table.name, "; ".join(table.incomplete))
         markdown = format_markdown(table)
         sections.append(markdown)
         for suffix, text in ((".md", markdown), (".csv", format_csv(table))):
@@ -302,8 +383,12 @@ def aggregate(
         if not all(_is_number(r.info["sweep"]["value"]) for r in members):
             logger.info("sweep %s of %s has non-numeric values: no figure", sweep, method)
             continue
+        if len({r.info["sweep"]["value"] for r in members}) < 2:
+            logger.info("sweep %s of %s has one value: no figure", sweep, method)
+            continue
         path = os.path.join(out_dir, "%s__%s__%s.png" % (dataset, sweep, method))
-        plot_sweep(members, path, "%s: %s, %s sweep" % (dataset, members[0].info.get("label", method), sweep))
+        parameter = sweep_axis_label(members[0].info["sweep"]["parameter"])
+        plot_sweep(members, path, "%s: %s against %s" % (dataset, members[0].info.get("label", method), parameter))
         written.append(path)
     summary = os.path.join(out_dir, "summary.md")
     atomic_write_text(summary, "\n".join(sections))

@@ -29,6 +29,7 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from ..data.ultra_format import atomic_write_text, ultra_data_dir
+from .jsonfile import JsonFileError, read_json
 from .metrics import CUTOFFS, metric_names, per_query_metrics
 from .trec import write_qrels, write_run
 
@@ -155,9 +156,8 @@ def read_per_query_csv(path: str) -> Dict[str, Dict[str, float]]:
 
 def read_max_label(data_dir: str) -> float:
     path = os.path.join(data_dir, "settings.json")
-    with open(path) as handle:
-        settings = json.load(handle)
-    if "max_label" not in settings:
+    settings = read_json(path, "data settings")
+    if not isinstance(settings, dict) or "max_label" not in settings:
         raise ValueError("%s has no max_label (needed for ERR)" % path)
     return float(settings["max_label"])
 
@@ -207,8 +207,10 @@ def main(argv: Sequence[str] = None) -> None:
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--tag", default="ultra_multr", help="run name in the TREC file")
     args = parser.parse_args(argv)
-    with open(args.setting_file) as handle:
-        settings = json.load(handle)
+    try:
+        settings = read_json(args.setting_file)
+    except JsonFileError as error:
+        raise SystemExit("error: %s" % error) from None
     summary = evaluate_run(args.data_dir, args.split, settings, args.model_dir, args.out, args.tag)
     print(" ".join("%s=%s" % (k, ("%.4f" % v) if isinstance(v, float) else v) for k, v in summary.items()))
 

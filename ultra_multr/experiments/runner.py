@@ -9,13 +9,26 @@ Each run lives in ``<output_dir>/runs/<dataset>/<fold>/<method>[/<variant>]/seed
 * ``evaluate.stdout`` / ``evaluate.stderr`` and the files of
   :mod:`.evaluate` (per-query metrics, TREC run, qrels, metrics.json);
 * ``done.json``, written last and atomically: its presence (with the same
-  configuration fingerprint) marks the run finished, so a second invocation
-  skips it.  An unfinished run's folder is wiped and the run started again;
+  configuration fingerprint, and the same data: a hash of the data folder's
+  ``prepare_report.json`` when it has one) marks the run finished, so a
+  second invocation skips it; finished under another configuration or on
+  re-prepared data, it is refused ("stale"), never silently reused.  An unfinished run's folder is wiped and the run started again;
   a failed run leaves ``failed.json`` and the other runs go on.
 
 Runs execute in parallel up to ``--workers``; every subprocess gets
-``OMP/MKL/OPENBLAS_NUM_THREADS = max(1, cores // workers)``.  Afterwards the
-results are aggregated into ``<output_dir>/results`` (see :mod:`.aggregate`).
+``OMP/MKL/OPENBLAS_NUM_THREADS`` = ``--threads N`` if given, else the
+runner's own ``OMP_NUM_THREADS`` if set, else ``max(1, cores // workers)``.
+Afterwards the results are aggregated into ``<output_dir>/results`` (see
+:mod:`.aggregate`).
+
+One runner per output folder: ``<output_dir>/runner.lock`` names the
+holder's pid and host; a second runner refuses, and a lock whose pid is dead
+on this host is taken over (with a warning).  Every step runs in its own
+process group; SIGINT / SIGTERM to the runner kill those groups, on Linux a
+child also gets SIGKILL when the runner dies (``PR_SET_PDEATHSIG``), and a
+restarted runner kills a step still running in a run folder (recorded in
+``step.json``) before it wipes that folder.  Progress goes to tqdm and to
+``<output_dir>/runner.log``.
 
 Config (JSON; relative paths are relative to the config file)::
 
@@ -55,20 +68,31 @@ import logging
 import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ..data.prepare import REPORT_FILE as PREPARE_REPORT
 from ..data.ultra_format import atomic_write_text, ultra_data_dir
 from . import methods as registry
 from .evaluate import PER_QUERY_CSV
+from .jsonfile import JsonFileError, read_json
 
 logger = logging.getLogger(__name__)
 
 DONE_FILE = "done.json"
+LOCK_FILE = "runner.lock"
+LOG_FILE = "runner.log"
+#: The running step of a run folder: its process group, host and cwd.
+STEP_FILE = "step.json"
+#: Seconds between SIGTERM and SIGKILL when stopping a step's process group.
+KILL_GRACE_S = 5.0
 FAILED_FILE = "failed.json"
 RUN_FILE = "run.json"
 SETTINGS_FILE = "settings.json"
@@ -161,12 +185,16 @@ class RunSpec:
     python: str = sys.executable
     eval_split: str = "test"
     fingerprint: str = field(init=False)
+    #: hash of the data folder's prepare_report.json ("" without one); kept out of
+    #: the fingerprint so that runs finished before it existed stay valid
+    data_id: str = field(init=False)
 
     def __post_init__(self) -> None:
         payload = json.dumps(
             [self.data_dir, self.seed, self.settings, self.main_args, self.eval_split], sort_keys=True
         )
         self.fingerprint = hashlib.sha256(payload.encode()).hexdigest()[:16]
+        self.data_id = data_identity(self.data_dir)
 
     @property
     def tag(self) -> str:
@@ -295,10 +323,9 @@ def load_config(path: str) -> ExperimentConfig:
     path = os.path.abspath(path)
     base_dir = os.path.dirname(path)
     try:
-        with open(path) as handle:
-            raw = json.load(handle)
-    except json.JSONDecodeError as error:
-        raise ConfigError("%s: not valid JSON: %s" % (path, error)) from None
+        raw = read_json(path, "experiment config")
+    except JsonFileError as error:
+        raise ConfigError(str(error)) from None
     _require(isinstance(raw, dict), path, "the config must be a JSON object")
     unknown = set(raw) - _CONFIG_KEYS
     _require(not unknown, path, "unknown keys %s; known: %s" % (sorted(unknown), ", ".join(sorted(_CONFIG_KEYS))))
@@ -470,17 +497,46 @@ def default_commands(run: RunSpec) -> Steps:
     return [("train", train), ("evaluate", evaluate)]
 
 
+def data_identity(data_dir: str) -> str:
+    """A hash of ``<data_dir>/prepare_report.json`` (what the data was prepared from and how), "" without one."""
+    try:
+        with open(os.path.join(data_dir, PREPARE_REPORT), "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()[:16]
+    except OSError:
+        return ""
+
+
 def run_status(run: RunSpec) -> str:
-    """"done", "pending", or "stale" (finished under a different configuration)."""
+    """"done", "pending", or "stale" (finished under a different configuration or on other data)."""
     path = os.path.join(run.run_dir, DONE_FILE)
     if not os.path.isfile(path):
         return "pending"
     try:
         with open(path) as handle:
-            fingerprint = json.load(handle).get("fingerprint")
+            done = json.load(handle)
     except (OSError, json.JSONDecodeError):
         return "pending"
-    return "done" if fingerprint == run.fingerprint else "stale"
+    # done.json of runs finished before data_id was recorded has no "data": their data is not checked.
+    same_data = done.get("data", run.data_id) == run.data_id
+    return "done" if done.get("fingerprint") == run.fingerprint and same_data else "stale"
+
+
+def resolve_threads(workers: int, threads: Optional[int] = None, environ: Mapping[str, str] = os.environ) -> int:
+    """Threads per subprocess: ``threads`` if given, else ``$OMP_NUM_THREADS``, else cores // workers."""
+    if threads is not None:
+        if threads < 1:
+            raise ValueError("--threads must be >= 1, got %d" % threads)
+        return threads
+    configured = environ.get("OMP_NUM_THREADS", "").strip()
+    if configured:
+        try:
+            value = int(configured)
+        except ValueError:
+            raise ValueError("OMP_NUM_THREADS=%r is not an integer" % configured) from None
+        if value < 1:
+            raise ValueError("OMP_NUM_THREADS=%r must be >= 1" % configured)
+        return value
+    return max(1, (os.cpu_count() or 1) // workers)
 
 
 def _thread_env(threads: int, seed: int) -> Dict[str, str]:
@@ -496,9 +552,163 @@ def _tail(path: str, lines: int = 20) -> str:
         return "".join(handle.readlines()[-lines:])
 
 
+# ----------------------------------------------------------------------------- processes
+
+
+class RunnerLockError(RuntimeError):
+    """Another runner holds the output folder; the message names its pid and host."""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+class RunnerLock:
+    """``<folder>/runner.lock``: one runner per output folder (a context manager).
+
+    The file (created exclusively) holds ``{"pid", "host", "started"}``.  A
+    lock held by a live pid, or by a pid on another host (which this host
+    cannot check), is refused; a lock of a dead pid on this host is stale and
+    is taken over with a warning.
+    """
+
+    def __init__(self, folder: str) -> None:
+        self.path = os.path.join(folder, LOCK_FILE)
+        self.me = {"pid": os.getpid(), "host": socket.gethostname()}
+
+    def __enter__(self) -> "RunnerLock":
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        for _ in range(2):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                holder = self._holder()
+                if holder.get("host") == self.me["host"] and isinstance(holder.get("pid"), int) \
+                        and not _pid_alive(holder["pid"]):
+                    logger.warning(
+                        "%s: taking over the stale lock of pid %d on %s (no longer running)",
+                        self.path, holder["pid"], holder["host"],
+                    )
+                    os.remove(self.path)
+                    continue
+                raise RunnerLockError(
+                    "%s is in use by another runner: pid %s on host %s since %s (remove %s only if that runner is gone)"
+                    % (os.path.dirname(self.path), holder.get("pid"), holder.get("host"), holder.get("started"), self.path)
+                ) from None
+            with os.fdopen(fd, "w") as handle:
+                json.dump({**self.me, "started": time.strftime("%Y-%m-%d %H:%M:%S")}, handle)
+            return self
+        raise RunnerLockError("%s: could not take the lock (another runner raced for it)" % self.path)
+
+    def _holder(self) -> Dict[str, Any]:
+        try:
+            with open(self.path) as handle:
+                holder = json.load(handle)
+            return holder if isinstance(holder, dict) else {}
+        except (OSError, json.JSONDecodeError):  # being written, or garbage
+            return {}
+
+    def __exit__(self, *exc: Any) -> None:
+        holder = self._holder()
+        if holder.get("pid") == self.me["pid"] and holder.get("host") == self.me["host"]:
+            os.remove(self.path)
+
+
+def _load_prctl() -> Optional[Callable[..., int]]:
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True).prctl
+
+
+#: Resolved in the parent, so that the forked child only makes one C call.
+_PRCTL = _load_prctl()
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
+    """preexec_fn: on Linux, SIGKILL this child when the runner thread that started it dies."""
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+
+
+def kill_group(pgid: int, grace_s: float = KILL_GRACE_S) -> None:
+    """SIGTERM the process group, then SIGKILL it if it is still there after ``grace_s``."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.time() + wait
+        while time.time() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+
+
+class _Children:
+    """The process groups of the running steps, so that a signal can end them all."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._groups: set = set()
+        self.stopping = False
+
+    def start(self, argv: List[str], **kwargs: Any) -> subprocess.Popen:
+        with self._lock:
+            if self.stopping:
+                raise KeyboardInterrupt("the runner is stopping")
+            process = subprocess.Popen(argv, start_new_session=True, preexec_fn=_die_with_parent, **kwargs)
+            self._groups.add(process.pid)
+        return process
+
+    def finished(self, process: subprocess.Popen) -> None:
+        with self._lock:
+            self._groups.discard(process.pid)
+
+    def kill_all(self) -> None:
+        with self._lock:
+            self.stopping = True
+            groups = list(self._groups)
+        for pgid in groups:
+            kill_group(pgid)
+
+
+_CHILDREN = _Children()
+
+
+def _kill_leftover_step(run_dir: str) -> None:
+    """Kill a step an earlier runner left running in ``run_dir`` (same host, cwd still ``run_dir``)."""
+    try:
+        with open(os.path.join(run_dir, STEP_FILE)) as handle:
+            step = json.load(handle)
+    except (OSError, json.JSONDecodeError):
+        return
+    pgid = step.get("pgid")
+    if step.get("host") != socket.gethostname() or not isinstance(pgid, int) or not _pid_alive(pgid):
+        return
+    try:  # the pid may have been reused: only kill a process working in this run folder
+        if os.path.realpath(os.readlink("/proc/%d/cwd" % pgid)) != os.path.realpath(run_dir):
+            return
+    except OSError:
+        return
+    logger.warning("%s: killing process group %d left running by an earlier runner", run_dir, pgid)
+    kill_group(pgid)
+
+
 def execute_run(run: RunSpec, commands: CommandFactory, threads: int) -> Optional[str]:
     """Run one pending run; returns None on success, else a one-line reason."""
     if os.path.isdir(run.run_dir):  # left over from an interrupted or failed attempt
+        _kill_leftover_step(run.run_dir)
         shutil.rmtree(run.run_dir)
     os.makedirs(run.run_dir)
     atomic_write_text(os.path.join(run.run_dir, SETTINGS_FILE), json.dumps(run.settings, indent=1) + "\n")
@@ -513,9 +723,20 @@ def execute_run(run: RunSpec, commands: CommandFactory, threads: int) -> Optiona
         out_path = os.path.join(run.run_dir, step + ".stdout")
         err_path = os.path.join(run.run_dir, step + ".stderr")
         with open(out_path, "w") as out, open(err_path, "w") as err:
-            code = subprocess.run(
+            process = _CHILDREN.start(
                 argv, cwd=run.run_dir, env=_thread_env(threads, run.seed), stdout=out, stderr=err, stdin=subprocess.DEVNULL
-            ).returncode
+            )
+            try:
+                atomic_write_text(
+                    os.path.join(run.run_dir, STEP_FILE),
+                    json.dumps({"step": step, "pgid": process.pid, "host": socket.gethostname()}) + "\n",
+                )
+                code = process.wait()
+            finally:
+                if process.poll() is None:
+                    kill_group(process.pid)
+                _CHILDREN.finished(process)
+        os.remove(os.path.join(run.run_dir, STEP_FILE))
         timings[step] = round(time.time() - step_start, 2)
         if code != 0:
             reason = "step %r exited with code %d (see %s)" % (step, code, err_path)
@@ -526,7 +747,7 @@ def execute_run(run: RunSpec, commands: CommandFactory, threads: int) -> Optiona
             return reason
     if not os.path.isfile(os.path.join(run.run_dir, PER_QUERY_CSV)):
         return "the steps finished but wrote no %s" % PER_QUERY_CSV
-    done = {"fingerprint": run.fingerprint, "seconds": round(time.time() - started, 2), "step_seconds": timings}
+    done = {"fingerprint": run.fingerprint, "data": run.data_id, "seconds": round(time.time() - started, 2), "step_seconds": timings}
     atomic_write_text(os.path.join(run.run_dir, DONE_FILE), json.dumps(done, indent=1) + "\n")
     return None
 
@@ -538,44 +759,104 @@ class RunReport:
     failed: Dict[str, str]  # run_dir -> reason
 
 
+def _progress_logger(output_dir: str) -> Tuple[logging.Logger, logging.Handler]:
+    """A logger that appends to ``<output_dir>/runner.log`` (and propagates to the root logger)."""
+    handler = logging.FileHandler(os.path.join(output_dir, LOG_FILE))
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    progress = logging.getLogger(__name__ + ".progress")
+    progress.setLevel(logging.INFO)
+    progress.addHandler(handler)
+    return progress, handler
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    logger.warning("signal %d: stopping the running steps", signum)
+    _CHILDREN.kill_all()
+    raise KeyboardInterrupt("signal %d" % signum)
+
+
 def run_all(
-    runs: Sequence[RunSpec], workers: int = 1, commands: CommandFactory = default_commands, progress: bool = True
+    runs: Sequence[RunSpec],
+    output_dir: str,
+    workers: int = 1,
+    commands: CommandFactory = default_commands,
+    progress: bool = True,
+    threads: Optional[int] = None,
 ) -> RunReport:
     """Execute the pending runs, ``workers`` at a time, skipping finished ones.
+
+    Holds ``<output_dir>/runner.lock`` throughout and logs progress to
+    ``<output_dir>/runner.log``.  SIGINT / SIGTERM (when called from the main
+    thread) kill the running steps' process groups and raise KeyboardInterrupt.
+
+    Args:
+        threads: OMP/MKL/OpenBLAS threads per step (see :func:`resolve_threads`).
 
     Raises:
         ConfigError: some run folders were finished under a different
             configuration (nothing is started then).
+        RunnerLockError: another runner works in ``output_dir``.
     """
     if workers < 1:
         raise ValueError("workers must be >= 1, got %d" % workers)
-    statuses = [run_status(run) for run in runs]
-    stale = [run.run_dir for run, status in zip(runs, statuses) if status == "stale"]
-    if stale:
-        raise ConfigError(
-            "%d run folder(s) were finished with a different configuration; delete them or change output_dir: %s"
-            % (len(stale), ", ".join(stale))
-        )
-    pending = [run for run, status in zip(runs, statuses) if status == "pending"]
-    threads = max(1, (os.cpu_count() or 1) // workers)
-    failed: Dict[str, str] = {}
+    threads = resolve_threads(workers, threads)
+    with RunnerLock(output_dir):
+        statuses = [run_status(run) for run in runs]
+        stale = [run.run_dir for run, status in zip(runs, statuses) if status == "stale"]
+        if stale:
+            raise ConfigError(
+                "%d run folder(s) were finished with a different configuration or on other data (re-prepared); "
+                "delete them or change output_dir: %s"
+                % (len(stale), ", ".join(stale))
+            )
+        pending = [run for run, status in zip(runs, statuses) if status == "pending"]
+        in_main = threading.current_thread() is threading.main_thread()
+        previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)} if in_main else {}
+        _CHILDREN.stopping = False
+        log, handler = _progress_logger(output_dir)
+        try:
+            failed = _run_pending(pending, workers, commands, threads, progress, log, len(runs))
+        finally:
+            for sig, handler_before in previous.items():
+                signal.signal(sig, handler_before)
+            log.removeHandler(handler)
+            handler.close()
+    return RunReport(skipped=len(runs) - len(pending), finished=len(pending) - len(failed), failed=failed)
+
+
+def _run_pending(
+    pending: Sequence[RunSpec], workers: int, commands: CommandFactory, threads: int, progress: bool,
+    log: logging.Logger, total: int,
+) -> Dict[str, str]:
     from tqdm import tqdm
 
-    with ThreadPoolExecutor(max_workers=workers) as pool, tqdm(
-        total=len(pending), desc="runs", unit="run", disable=None if progress else True
-    ) as bar:
-        futures = {pool.submit(execute_run, run, commands, threads): run for run in pending}
-        for future in as_completed(futures):
-            run = futures[future]
-            try:
-                reason = future.result()
-            except Exception as error:  # a bug or I/O error in one run must not stop the others
-                reason = "%s: %s" % (type(error).__name__, error)
-            if reason is not None:
-                failed[run.run_dir] = reason
-                logger.error("run %s failed: %s", run.run_dir, reason)
-            bar.update(1)
-    return RunReport(skipped=len(runs) - len(pending), finished=len(pending) - len(failed), failed=failed)
+    log.info("%d of %d run(s) to do, %d worker(s), %d thread(s) each", len(pending), total, workers, threads)
+    failed: Dict[str, str] = {}
+    started = time.time()
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
+        with tqdm(total=len(pending), desc="runs", unit="run", disable=None if progress else True) as bar:
+            futures = {pool.submit(execute_run, run, commands, threads): run for run in pending}
+            for count, future in enumerate(as_completed(futures), 1):
+                run = futures[future]
+                try:
+                    reason = future.result()
+                except Exception as error:  # a bug or I/O error in one run must not stop the others
+                    reason = "%s: %s" % (type(error).__name__, error)
+                if reason is not None:
+                    failed[run.run_dir] = reason
+                    log.error("[%d/%d] FAILED %s: %s", count, len(pending), run.run_dir, reason)
+                else:
+                    log.info("[%d/%d] done %s (%.0f s elapsed)", count, len(pending), run.run_dir, time.time() - started)
+                bar.update(1)
+    except BaseException:
+        _CHILDREN.kill_all()
+        pool.shutdown(wait=True, cancel_futures=True)
+        log.error("stopped; the unfinished runs start again on the next invocation")
+        raise
+    pool.shutdown(wait=True)
+    log.info("finished: %d failed, %.0f s", len(failed), time.time() - started)
+    return failed
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -587,6 +868,10 @@ def main(argv: Sequence[str] = None) -> int:
     )
     parser.add_argument("config", nargs="?", help="experiment config JSON")
     parser.add_argument("--workers", type=int, default=1, help="runs in parallel (default 1)")
+    parser.add_argument(
+        "--threads", type=int, default=None,
+        help="OMP/MKL/OpenBLAS threads per run (default: $OMP_NUM_THREADS if set, else cores // workers)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="list the runs and their status; run nothing")
     parser.add_argument("--aggregate", metavar="RUNS_DIR", help="only aggregate the finished runs under RUNS_DIR")
     parser.add_argument("--out", help="output directory of --aggregate")
@@ -600,7 +885,12 @@ def main(argv: Sequence[str] = None) -> int:
     if args.aggregate:
         if not args.out:
             parser.error("--aggregate needs --out")
-        for path in aggregate(args.aggregate, args.out, **options):
+        try:
+            paths = aggregate(args.aggregate, args.out, **options)
+        except ValueError as error:  # no finished run, a malformed per-query file: named in the message
+            print("error: %s" % error, file=sys.stderr)
+            return 2
+        for path in paths:
             print(path)
         return 0
     if not args.config:
@@ -618,8 +908,8 @@ def main(argv: Sequence[str] = None) -> int:
                 print("    %s: %s" % (step, " ".join(command)))
         return 0
     try:
-        report = run_all(runs, workers=args.workers)
-    except ConfigError as error:
+        report = run_all(runs, config.output_dir, workers=args.workers, threads=args.threads)
+    except (ConfigError, RunnerLockError, ValueError) as error:
         print("error: %s" % error, file=sys.stderr)
         return 2
     print("%d run(s) finished, %d skipped (already done), %d failed" % (report.finished, report.skipped, len(report.failed)))

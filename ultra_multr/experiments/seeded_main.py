@@ -28,7 +28,15 @@ def _parse(argv: Sequence[str]) -> tuple:
     main_py = argv[2]
     if not os.path.isfile(main_py):
         raise SystemExit("main.py not found: %s" % main_py)
-    return seed, os.path.abspath(main_py), argv[3:]
+    rest = argv[3:]
+    if "--setting_file" in rest[:-1]:  # main.py's json.load error would not name the file
+        from .jsonfile import JsonFileError, read_json
+
+        try:
+            read_json(rest[rest.index("--setting_file") + 1])
+        except JsonFileError as error:
+            raise SystemExit("error: %s" % error) from None
+    return seed, os.path.abspath(main_py), rest
 
 
 def main(argv: List[str] = None) -> None:
