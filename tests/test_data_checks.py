@@ -108,3 +108,40 @@ def test_command_line(data_dir, capsys):
     edit_line(path_of(data_dir, "test", ".feature"), 1, lambda s: s + " 1:inf")
     assert main([data_dir, "--splits", "test"]) == 1
     assert "test.feature:1:" in capsys.readouterr().err
+
+
+# -- data preparation calls the checks ----------------------------------------
+
+def write_letor_splits(tmp_path, valid_labels=(2, 0, 1)):
+    paths = {}
+    for split, labels in (("train", (2, 0, 1)), ("valid", valid_labels), ("test", (1, 0, 0))):
+        lines = ["%d qid:%s%d 1:%g 2:%g #docid = %s%d-%d" % (y, split, q, 0.1 * i + q, y - 0.05 * q, split, q, i)
+                 for q in range(3) for i, y in enumerate(labels)]
+        paths[split] = str(tmp_path / ("%s.txt" % split))
+        with open(paths[split], "w") as handle:
+            handle.write("\n".join(lines) + "\n")
+    return paths
+
+
+def prepare(paths, out):
+    from ultra_multr.data.prepare import main as prepare_main
+
+    return prepare_main(["splits", "--svm-fraction", "1", "--out", str(out)] + [a for s in ("train", "valid", "test") for a in ("--" + s, paths[s])])
+
+
+def test_prepare_checks_its_output_and_refuses_cut_short_input(tmp_path, capsys):
+    paths = write_letor_splits(tmp_path)
+    assert prepare(paths, tmp_path / "ok") == 0
+    assert check_data_dir(str(tmp_path / "ok"))["valid"].kept_queries == 3
+    with open(paths["test"], "rb+") as handle:  # a copy that stopped mid-line: "...2:-0.1" -> "...2:-0."
+        handle.truncate(os.path.getsize(paths["test"]) - 30)
+    assert prepare(paths, tmp_path / "cut") == 2
+    assert "test.txt: the last line does not end in a newline" in capsys.readouterr().err
+    assert not (tmp_path / "cut").exists()
+
+
+def test_prepare_names_a_split_ultra_would_find_empty(tmp_path, capsys):
+    paths = write_letor_splits(tmp_path, valid_labels=(0, 0, 0))
+    assert prepare(paths, tmp_path / "out") == 2
+    assert "split 'valid'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

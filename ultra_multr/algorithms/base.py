@@ -22,6 +22,7 @@ from ultra.learning_algorithm.base_algorithm import BaseAlgorithm
 
 from ..compat import runtime
 from ..config import parse_hparams, require
+from ..data import checks
 
 LOGGER = logging.getLogger("ultra_multr")
 GRAD_STRATEGIES = ("ada", "sgd")
@@ -132,6 +133,9 @@ class PluginAlgorithm(BaseAlgorithm):
     def __init__(self, data_set, exp_settings: dict) -> None:  # noqa: D401 - ULTRA's signature
         ensure_console_logging()
         runtime.check_main_flags()
+        args = runtime.main_args()
+        if args is not None:  # the files main.py reads: ULTRA's reader has hidden some problems by now
+            checks.check_data_dir(args.data_dir, checks.splits_main_py_reads(args))
         self.exp_settings = exp_settings
         name = exp_settings.get("learning_algorithm", type(self).__name__)
         self.hparams = parse_hparams(

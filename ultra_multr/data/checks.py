@@ -308,6 +308,20 @@ def _line_blocks(path: str) -> Iterator[Tuple[int, bytes]]:
         )
 
 
+def check_ends_in_newline(path: str) -> None:
+    """Refuse a file whose last line has no newline (a cut-short copy), e.g. a raw LETOR file."""
+    with open(path, "rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        if handle.tell() == 0:
+            return
+        handle.seek(-1, os.SEEK_END)
+        if handle.read(1) != b"\n":
+            raise DataCheckError(
+                "%s: the last line does not end in a newline, so it was probably cut short; "
+                "expected every line to end in a newline" % path
+            )
+
+
 def splits_main_py_reads(args: argparse.Namespace) -> List[str]:
     """The split prefixes ULTRA's ``main.py`` reads with these arguments.
 
