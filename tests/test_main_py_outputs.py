@@ -83,3 +83,22 @@ def test_main_py_checks_the_splits_it_reads():
     assert splits_main_py_reads(Namespace(**dict(args, test_while_train=True))) == ["train", "valid", "test"]
     assert splits_main_py_reads(Namespace(**dict(args, test_only=True))) == ["test"]
     assert splits_main_py_reads(Namespace(**dict(args, click_model_dir="cm/"))) == []  # ULTRE format: not ours
+
+
+def test_main_py_failures_before_our_code_name_the_culprit(ultra_main, tmp_path):
+    """ULTRA reads the data and the settings before creating our algorithm: the start-up hook explains."""
+    from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
+
+    data_dir = write_synthetic_ultra_dataset(str(tmp_path / "data"), {"train": 8, "valid": 3, "test": 3})
+    with open(os.path.join(data_dir, "test", "test.labels")) as handle:
+        lines = handle.read().splitlines()
+    with open(os.path.join(data_dir, "test", "test.labels"), "w") as handle:  # every label 0
+        handle.write("".join(l.split(" ")[0] + " 0" * (len(l.split(" ")) - 1) + "\n" for l in lines))
+    settings = dla_settings(tmp_path)
+    with pytest.raises(AssertionError, match=r"(?s)No valid query has been found.*ultra_multr: data check: split 'test'"):
+        run_ultra_main(ultra_main, main_args(settings, str(tmp_path / "m"), data_dir, "--test_only", "True"), cwd=str(tmp_path))
+
+    broken = tmp_path / "broken.json"
+    broken.write_text(open(settings).read().replace('"ultra.ranking_model.DNN",', '"ultra.ranking_model.DNN"'))
+    with pytest.raises(AssertionError, match=r"ultra_multr: the settings file %s is not valid JSON: Expecting ',' delimiter: line \d+" % re.escape(str(broken))):
+        run_ultra_main(ultra_main, main_args(str(broken), str(tmp_path / "m"), data_dir, "--test_only", "True"), cwd=str(tmp_path))
