@@ -145,3 +145,13 @@ def test_prepare_names_a_split_ultra_would_find_empty(tmp_path, capsys):
     assert prepare(paths, tmp_path / "out") == 2
     assert "split 'valid'" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_unusual_but_valid_lines_pass(data_dir):
+    path = path_of(data_dir, "train", ".feature")
+    edit_line(path, 1, lambda s: s.split(" ")[0] + " 1:1e-05 2:+0.5 3:5. 4:-.25 8:1E+2 ")  # trailing space: ULTRA strips
+    edit_line(path, 2, lambda s: s.split(" ")[0])  # a document without features
+    assert check_data_dir(data_dir)["train"].documents > 6
+    edit_line(path, 3, lambda s: s.split(" ")[0] + " 5:1e999")  # overflows to inf
+    with pytest.raises(DataCheckError, match=r"train\.feature:3: value of feature 5 is '1e999'"):
+        check_data_dir(data_dir)

@@ -44,7 +44,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 SPLITS = ("train", "valid", "test")
-BLOCK_BYTES = 16 << 20
+BLOCK_BYTES = 1 << 20  # small blocks keep the arrays in cache; measured no slower than 16 MiB
 
 
 class DataCheckError(ValueError):
@@ -156,13 +156,12 @@ def check_feature_file(path: str, feature_size: int) -> int:
     """Check a ``.feature`` file; returns its number of lines (documents)."""
     documents = 0
     for first, block in _line_blocks(path):
-        lines = block.split(b"\n")[:-1]
         if not _feature_block_is_clean(block, feature_size):
-            for number, line in enumerate(lines, start=first):
+            for number, line in enumerate(block.split(b"\n")[:-1], start=first):
                 problem = _feature_line_problem(line, feature_size)
                 if problem:
                     raise DataCheckError("%s:%d: %s" % (path, number, problem))
-        documents += len(lines)
+        documents += block.count(b"\n")
     return documents
 
 
