@@ -111,11 +111,12 @@ class UltraImportFinder(importlib.abc.MetaPathFinder):
 
 def explain_main_py_failure(error: BaseException) -> Optional[str]:
     """One line naming the culprit of an uncaught exception in ULTRA's main.py (None: no idea)."""
-    args = getattr(sys.modules.get("__main__"), "args", None)
+    main = sys.modules.get("__main__")
+    args = getattr(main, "args", None)
     if args is None or not hasattr(args, "setting_file"):
         return None
-    frame_locals = [tb.tb_frame.f_locals for tb in _tracebacks(error.__traceback__)]
-    reader = next((l for l in frame_locals if "data_path" in l and "file_prefix" in l and "self" in l), None)
+    frames = [tb.tb_frame for tb in _tracebacks(error.__traceback__)]
+    reader = next((f.f_locals for f in frames if {"self", "data_path", "file_prefix"} <= set(f.f_locals)), None)
     if reader is not None:
         from ultra_multr.data import checks  # imported only on this failure path
 
@@ -124,8 +125,15 @@ def explain_main_py_failure(error: BaseException) -> Optional[str]:
         except checks.DataCheckError as found:
             return "data check: %s" % found
         return None
-    if type(error).__name__ == "JSONDecodeError":
-        return "the settings file %s is not valid JSON: %s" % (args.setting_file, error)
+    # main.py's main() calls json.load(open(args.setting_file)) itself: its frame, then json's.
+    for caller, callee in zip(frames, frames[1:]):
+        if (
+            caller.f_code.co_name == "main"
+            and caller.f_code.co_filename == getattr(main, "__file__", None)
+            and callee.f_globals.get("__name__", "").startswith("json")
+            and type(error).__name__ == "JSONDecodeError"
+        ):
+            return "the settings file %s is not valid JSON: %s" % (args.setting_file, error)
     return None
 
 
