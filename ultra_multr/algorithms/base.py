@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import random
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -20,8 +21,10 @@ import numpy as np
 import torch
 from ultra.learning_algorithm.base_algorithm import BaseAlgorithm
 
+from .. import tensorboard
 from ..compat import runtime
 from ..config import parse_hparams, require
+from ..data import checks
 
 LOGGER = logging.getLogger("ultra_multr")
 GRAD_STRATEGIES = ("ada", "sgd")
@@ -132,6 +135,9 @@ class PluginAlgorithm(BaseAlgorithm):
     def __init__(self, data_set, exp_settings: dict) -> None:  # noqa: D401 - ULTRA's signature
         ensure_console_logging()
         runtime.check_main_flags()
+        args = runtime.main_args()
+        if args is not None:  # the files main.py reads: ULTRA's reader has hidden some problems by now
+            checks.check_data_dir(args.data_dir, checks.splits_main_py_reads(args))
         self.exp_settings = exp_settings
         name = exp_settings.get("learning_algorithm", type(self).__name__)
         self.hparams = parse_hparams(
@@ -165,6 +171,10 @@ class PluginAlgorithm(BaseAlgorithm):
         """The loss of one training batch and named parts for logging."""
         raise NotImplementedError
 
+    def training_curves(self) -> Dict[str, float]:
+        """Curves (TensorBoard tag -> value) to log after each step besides the losses."""
+        return {}
+
     # -- shared helpers --------------------------------------------------
     def batch(self, input_feed: Dict[str, np.ndarray], list_size: int) -> runtime.Batch:
         return runtime.batch_from_input_feed(
@@ -184,6 +194,9 @@ class PluginAlgorithm(BaseAlgorithm):
         """One update. Returns (loss, None, summary) as ULTRA's main.py expects."""
         if self._optimizers is None:
             self._check_list_size()
+            args = runtime.main_args()
+            if args is not None:
+                tensorboard.open_writer(os.path.join(args.model_dir, "train_log"))
             self._optimizers = Optimizers(
                 self.parameter_groups(),
                 self.hparams.grad_strategy,
@@ -203,6 +216,10 @@ class PluginAlgorithm(BaseAlgorithm):
             )
         self._optimizers.step(loss)
         self.global_step += 1
+        if tensorboard.log_dir() is not None:
+            tensorboard.scalars("train", dict(parts, loss=value), self.global_step)
+            for tag, curve_value in self.training_curves().items():
+                tensorboard.scalar(tag, curve_value, self.global_step)
         if self.hparams.log_every and self.global_step % self.hparams.log_every == 0:
             LOGGER.info(
                 "step %d loss %.4f (%s)",
@@ -213,7 +230,12 @@ class PluginAlgorithm(BaseAlgorithm):
         return value, None, self.train_summary
 
     def validation(self, input_feed: Dict[str, np.ndarray], is_online_simulation: bool = False):
-        """Scores all candidates; returns (None, scores [B, L], metrics)."""
+        """Scores all candidates; returns (None, scores [B, L], metrics).
+
+        The scores are a numpy array: main.py's test() writes ``str(score)``
+        of each into its TREC ranklist, which for a torch tensor reads
+        ``tensor(-1.3109)``; numpy's float32 prints as a plain number.
+        """
         self.model.eval()
         batch = self.batch(input_feed, self.max_candidate_num)
         with torch.no_grad():
@@ -227,7 +249,7 @@ class PluginAlgorithm(BaseAlgorithm):
                 list(self.exp_settings.get("metrics", ["ndcg"])),
                 list(self.exp_settings.get("metrics_topn", [10])),
             )
-        return None, self.output, self.eval_summary
+        return None, self.output.cpu().numpy(), self.eval_summary
 
     def _check_list_size(self) -> None:
         requested = runtime.requested_selection_bias_cutoff(self.exp_settings)

@@ -74,6 +74,16 @@ class DLA(PluginAlgorithm):
         probs = losses.logits_to_probability(logits, mask, self.hparams.logits_to_prob)
         return losses.ipw_weights(probs, mask, self.hparams.max_propensity_weight)
 
+    def training_curves(self) -> Dict[str, float]:
+        """The learned propensity per position, softmax (or sigmoid) normalised as for the
+        weights and relative to position 1: ``propensity/position_01`` .. ``_N``."""
+        with torch.no_grad():
+            logits = self.propensity_model(torch.zeros(self.rank_list_size, 1, device=self.device))
+            mask = torch.ones_like(logits, dtype=torch.bool)
+            probs = losses.logits_to_probability(logits, mask, self.hparams.logits_to_prob)[0]
+        relative = (probs / probs[0]).tolist()
+        return {"propensity/position_%02d" % (i + 1): value for i, value in enumerate(relative)}
+
     def ranking_loss(
         self, batch: Batch, scores: torch.Tensor, weights: torch.Tensor
     ) -> Tuple[torch.Tensor, Dict[str, float]]:

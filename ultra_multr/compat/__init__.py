@@ -23,6 +23,11 @@ click-model JSON paths are relative to the CWD        :func:`.runtime.resolve_da
 DLA's ``max_propensity_weight`` clamps ``.grad`` of   :func:`ultra_multr.losses.ipw_weights`
 the weights, never the weights
 DLA rebuilds Adagrad every step (sign-SGD)            :class:`ultra_multr.algorithms.base.Optimizers`
+``main.py --test_only`` writes ``str(score)`` into     ``PluginAlgorithm.validation`` returns
+its ranklist: ``tensor(-1.31)`` for torch scores      numpy scores
+the reader drops feature indices > feature_size,      :mod:`ultra_multr.data.checks` (from our
+reads nan/inf, says only "No valid query has been     algorithms, data preparation, and
+found."; main.py's settings JSON errors name no file  :mod:`.startup`'s exception hook)
 ====================================================  =========================================
 
 :mod:`.startup` uses the standard library only; :mod:`.runtime` needs torch

@@ -12,6 +12,17 @@ placeholder is removed as soon as ``ultra`` has finished importing, because
 tensorboard (which ``main.py`` uses) probes for TensorFlow and breaks if it
 finds an empty module.
 
+It also chains an exception hook that adds one line to the traceback of two
+failures of ULTRA's ``main.py`` that happen before any of our code runs, so
+that the line names the culprit (both only when ``__main__`` is main.py, i.e.
+has its parsed ``args``):
+
+- an exception raised while ULTRA reads a split (``Raw_data``): the hook runs
+  :mod:`ultra_multr.data.checks` on that split, which names the file and line
+  or says the split has no query ULTRA keeps ("No valid query has been found.");
+- a ``json.JSONDecodeError`` outside the reader: main.py's
+  ``json.load(open(args.setting_file))``; the hook names the settings file.
+
 Only the standard library is imported here: this file runs at every start of
 the interpreter it is installed in, so it must be cheap and must never raise.
 """
@@ -22,7 +33,7 @@ import importlib.machinery
 import importlib.util
 import sys
 import types
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
 PLACEHOLDER_ATTRIBUTE = "__ultra_multr_placeholder__"
 
@@ -98,11 +109,63 @@ class UltraImportFinder(importlib.abc.MetaPathFinder):
         return None
 
 
+def explain_main_py_failure(error: BaseException) -> Optional[str]:
+    """One line naming the culprit of an uncaught exception in ULTRA's main.py (None: no idea)."""
+    main = sys.modules.get("__main__")
+    args = getattr(main, "args", None)
+    if args is None or not hasattr(args, "setting_file"):
+        return None
+    frames = [tb.tb_frame for tb in _tracebacks(error.__traceback__)]
+    reader = next((f.f_locals for f in frames if {"self", "data_path", "file_prefix"} <= set(f.f_locals)), None)
+    if reader is not None:
+        from ultra_multr.data import checks  # imported only on this failure path
+
+        try:
+            checks.check_data_dir(reader["data_path"], [reader["file_prefix"]])
+        except checks.DataCheckError as found:
+            return "data check: %s" % found
+        return None
+    # main.py's main() calls json.load(open(args.setting_file)) itself: its frame, then json's.
+    for caller, callee in zip(frames, frames[1:]):
+        if (
+            caller.f_code.co_name == "main"
+            and caller.f_code.co_filename == getattr(main, "__file__", None)
+            and callee.f_globals.get("__name__", "").startswith("json")
+            and type(error).__name__ == "JSONDecodeError"
+        ):
+            return "the settings file %s is not valid JSON: %s" % (args.setting_file, error)
+    return None
+
+
+def _tracebacks(tb) -> List[types.TracebackType]:
+    frames = []
+    while tb is not None:
+        frames.append(tb)
+        tb = tb.tb_next
+    return frames
+
+
+def _excepthook_with_explanation(previous):
+    def hook(exc_type, error, tb):
+        previous(exc_type, error, tb)
+        try:
+            explanation = explain_main_py_failure(error)
+        except Exception:  # an explanation must never hide the original error
+            explanation = None
+        if explanation:
+            sys.stderr.write("ultra_multr: %s\n" % explanation)
+
+    hook.ultra_multr_hook = True  # type: ignore[attr-defined]
+    return hook
+
+
 def install() -> None:
-    """Put the finder first on ``sys.meta_path`` (idempotent, never raises)."""
+    """Put the finder first on ``sys.meta_path`` and chain the exception hook (idempotent, never raises)."""
     try:
         if not any(isinstance(f, UltraImportFinder) for f in sys.meta_path):
             sys.meta_path.insert(0, UltraImportFinder())
+        if not getattr(sys.excepthook, "ultra_multr_hook", False):
+            sys.excepthook = _excepthook_with_explanation(sys.excepthook)
     except Exception:  # pragma: no cover - a .pth hook must not break start-up
         pass
 

@@ -50,6 +50,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 import numpy as np
 
 from ..config import require
+from . import checks
 from .letor import LetorFile, LetorQuery, read_letor_files
 from .ultra_format import RankedQuery, atomic_write_text, query_order, write_settings, write_split
 
@@ -403,6 +404,7 @@ def write_data_dir(directory: str, prepared: PreparedData) -> None:
             write_split(tmp, split, prepared.ranked[split])
         write_settings(tmp, prepared.feature_size, prepared.max_label)
         atomic_write_text(os.path.join(tmp, REPORT_FILE), json.dumps(prepared.report, indent=1) + "\n")
+        checks.check_data_dir(tmp, SPLITS)
 
     _replace_directory(directory, build)
 
@@ -422,6 +424,8 @@ def prepare_folds(
     missing = [os.path.basename(p) for p in paths if not os.path.isfile(p)]
     if missing:
         raise ValueError("%s: partition file(s) %s missing (expected S1.txt..S5.txt)" % (partitions_dir, ", ".join(missing)))
+    for path in paths:
+        checks.check_ends_in_newline(path)
     partitions = read_letor_files(paths)
     reports = {}
     for fold in folds:
@@ -437,6 +441,8 @@ def prepare_split_files(
     train: str, valid: str, test: str, out_dir: str, options: PrepareOptions = PrepareOptions()
 ) -> dict:
     """Write one ULTRA data directory from a dataset shipped as train/valid/test files."""
+    for path in (train, valid, test):
+        checks.check_ends_in_newline(path)
     train_file, valid_file, test_file = read_letor_files([train, valid, test])
     prepared = prepare_dataset({"train": [train_file], "valid": [valid_file], "test": [test_file]}, options)
     write_data_dir(out_dir, prepared)

@@ -1,0 +1,157 @@
+"""Data checks: every problem is named with its file and line (or split)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ultra_multr.data.checks import DataCheckError, check_data_dir, main
+from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    return write_synthetic_ultra_dataset(str(tmp_path / "data"), {"train": 6, "valid": 3, "test": 3}, n_features=8)
+
+
+def path_of(data_dir, split, suffix):
+    return os.path.join(data_dir, split, split + suffix)
+
+
+def edit_line(path, number, edit):
+    with open(path) as handle:
+        lines = handle.read().split("\n")
+    lines[number - 1] = edit(lines[number - 1])
+    with open(path, "w") as handle:
+        handle.write("\n".join(lines))
+
+
+def test_clean_data_passes_with_counts(data_dir):
+    summaries = check_data_dir(data_dir)
+    assert set(summaries) == {"train", "valid", "test"}
+    assert summaries["train"].queries == 6 and summaries["train"].kept_queries == 6
+    assert summaries["valid"].documents >= 6 * 3
+
+
+@pytest.mark.parametrize(
+    "split, suffix, line, edit, message",
+    [
+        ("test", ".feature", 4, lambda s: s + " 9:0.5", r"test\.feature:4: feature index 9 is outside 1\.\.8 .*silently drop"),
+        ("train", ".feature", 2, lambda s: s + " 0:0.5", r"train\.feature:2: feature index 0 is outside"),
+        ("test", ".feature", 3, lambda s: s.split(" ")[0] + " 2:nan", r"test\.feature:3: value of feature 2 is 'nan'; expected a finite"),
+        ("train", ".feature", 5, lambda s: s + " 3:-inf", r"train\.feature:5: value of feature 3 is '-inf'"),
+        ("valid", ".feature", 1, lambda s: s.replace(" ", "  ", 1), r"valid\.feature:1: field '' is not 'index:value'"),
+        ("valid", ".feature", 2, lambda s: s.split(" ")[0] + " 2:abc", r"valid\.feature:2: value 'abc' of feature 2 is not a number"),
+        ("valid", ".feature", 2, lambda s: "", r"valid\.feature:2: empty line"),
+        ("train", ".init_list", 2, lambda s: s + " 99999", r"train\.init_list:2: query train1 lists document index 99999; expected 0\.\.\d+"),
+        ("train", ".labels", 3, lambda s: s + " 1", r"train\.labels:3: query train2 with \d+ labels; expected query train2 with"),
+        ("test", ".labels", 1, lambda s: s.split(" ")[0] + " 7" + s[s.index(" ") + 2:], r"test\.labels:1: query test0 has label 7\.0; expected 0\.\.4"),
+        ("test", ".labels", 2, lambda s: s + "x", r"test\.labels:2: label '\d+x' is not a number"),
+    ],
+)
+def test_each_problem_names_file_line_and_expectation(data_dir, split, suffix, line, edit, message):
+    edit_line(path_of(data_dir, split, suffix), line, edit)
+    with pytest.raises(DataCheckError, match=message):
+        check_data_dir(data_dir)
+
+
+def test_a_cut_short_last_line_is_named(data_dir):
+    path = path_of(data_dir, "train", ".feature")
+    with open(path) as handle:
+        text = handle.read()
+    with open(path, "w") as handle:
+        handle.write(text[:-7])  # cut inside the last line
+    n_lines = text.count("\n")
+    with pytest.raises(DataCheckError, match=r"train\.feature:%d: the last line does not end in a newline" % n_lines):
+        check_data_dir(data_dir)
+
+
+def test_an_empty_split_is_named(data_dir):
+    path = path_of(data_dir, "valid", ".labels")
+    with open(path) as handle:
+        lines = handle.read().splitlines()
+    with open(path, "w") as handle:  # every label 0: ULTRA keeps no query
+        handle.write("".join(l.split(" ")[0] + " 0" * (len(l.split(" ")) - 1) + "\n" for l in lines))
+    with pytest.raises(DataCheckError, match=r"split 'valid' .*none of its 3 queries .*No valid query has been found"):
+        check_data_dir(data_dir)
+    for suffix in (".feature", ".init_list", ".labels"):
+        open(path_of(data_dir, "test", suffix), "w").close()
+    with pytest.raises(DataCheckError, match=r"split 'test' .*none of its 0 queries"):
+        check_data_dir(data_dir, ["test"])
+
+
+def test_settings_are_checked(data_dir):
+    path = os.path.join(data_dir, "settings.json")
+    with open(path, "w") as handle:
+        handle.write('{"feature_size": 8, "max_label": 4,}')
+    with pytest.raises(DataCheckError, match=r"settings\.json: not valid JSON"):
+        check_data_dir(data_dir)
+    with open(path, "w") as handle:
+        handle.write('{"feature_size": "8", "max_label": 4}')
+    with pytest.raises(DataCheckError, match=r"settings\.json: feature_size must be a positive integer, got '8'"):
+        check_data_dir(data_dir)
+
+
+def test_errors_found_past_the_first_block(data_dir, monkeypatch):
+    import ultra_multr.data.checks as checks
+
+    monkeypatch.setattr(checks, "BLOCK_BYTES", 64)  # many blocks, lines split across reads
+    assert checks.check_data_dir(data_dir)["train"].queries == 6
+    edit_line(path_of(data_dir, "train", ".feature"), 30, lambda s: s + " 12:1")
+    with pytest.raises(DataCheckError, match=r"train\.feature:30: feature index 12"):
+        checks.check_data_dir(data_dir)
+
+
+def test_command_line(data_dir, capsys):
+    assert main([data_dir]) == 0
+    assert "data checks passed" in capsys.readouterr().out
+    edit_line(path_of(data_dir, "test", ".feature"), 1, lambda s: s + " 1:inf")
+    assert main([data_dir, "--splits", "test"]) == 1
+    assert "test.feature:1:" in capsys.readouterr().err
+
+
+# -- data preparation calls the checks ----------------------------------------
+
+def write_letor_splits(tmp_path, valid_labels=(2, 0, 1)):
+    paths = {}
+    for split, labels in (("train", (2, 0, 1)), ("valid", valid_labels), ("test", (1, 0, 0))):
+        lines = ["%d qid:%s%d 1:%g 2:%g #docid = %s%d-%d" % (y, split, q, 0.1 * i + q, y - 0.05 * q, split, q, i)
+                 for q in range(3) for i, y in enumerate(labels)]
+        paths[split] = str(tmp_path / ("%s.txt" % split))
+        with open(paths[split], "w") as handle:
+            handle.write("\n".join(lines) + "\n")
+    return paths
+
+
+def prepare(paths, out):
+    from ultra_multr.data.prepare import main as prepare_main
+
+    return prepare_main(["splits", "--svm-fraction", "1", "--out", str(out)] + [a for s in ("train", "valid", "test") for a in ("--" + s, paths[s])])
+
+
+def test_prepare_checks_its_output_and_refuses_cut_short_input(tmp_path, capsys):
+    paths = write_letor_splits(tmp_path)
+    assert prepare(paths, tmp_path / "ok") == 0
+    assert check_data_dir(str(tmp_path / "ok"))["valid"].kept_queries == 3
+    with open(paths["test"], "rb+") as handle:  # a copy that stopped mid-line: "...2:-0.1" -> "...2:-0."
+        handle.truncate(os.path.getsize(paths["test"]) - 30)
+    assert prepare(paths, tmp_path / "cut") == 2
+    assert "test.txt: the last line does not end in a newline" in capsys.readouterr().err
+    assert not (tmp_path / "cut").exists()
+
+
+def test_prepare_names_a_split_ultra_would_find_empty(tmp_path, capsys):
+    paths = write_letor_splits(tmp_path, valid_labels=(0, 0, 0))
+    assert prepare(paths, tmp_path / "out") == 2
+    assert "split 'valid'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_unusual_but_valid_lines_pass(data_dir):
+    path = path_of(data_dir, "train", ".feature")
+    edit_line(path, 1, lambda s: s.split(" ")[0] + " 1:1e-05 2:+0.5 3:5. 4:-.25 8:1E+2 ")  # trailing space: ULTRA strips
+    edit_line(path, 2, lambda s: s.split(" ")[0])  # a document without features
+    assert check_data_dir(data_dir)["train"].documents > 6
+    edit_line(path, 3, lambda s: s.split(" ")[0] + " 5:1e999")  # overflows to inf
+    with pytest.raises(DataCheckError, match=r"train\.feature:3: value of feature 5 is '1e999'"):
+        check_data_dir(data_dir)
