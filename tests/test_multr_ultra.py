@@ -164,10 +164,12 @@ def test_max_propensity_weight_clamps(synthetic_data_dir):
     assert torch.all(weights[~batch.mask] == 0)
 
 
-def test_non_finite_loss_stops_naming_the_step(synthetic_data_dir, monkeypatch):
-    model, feed, data = build(synthetic_data_dir, "simulator_steps=0,sample_num=1")
+def test_non_finite_loss_stops_naming_the_step(synthetic_data_dir, monkeypatch, device):
+    model, feed, data = build(synthetic_data_dir, "simulator_steps=0,sample_num=1,device=%s" % device)
     train_losses(model, feed, data, steps=1)
-    monkeypatch.setattr(model, "scores", lambda batch: torch.full(batch.mask.shape, float("nan")))
+    monkeypatch.setattr(
+        model, "scores", lambda batch: torch.full(batch.mask.shape, float("nan"), device=batch.mask.device)
+    )
     with pytest.raises(FloatingPointError, match="non-finite training loss nan at step 1"):
         train_losses(model, feed, data, steps=1)
 
@@ -187,8 +189,8 @@ def test_bad_hyper_parameters_are_named(synthetic_data_dir, hparams, message):
         build(synthetic_data_dir, hparams)
 
 
-def test_validation_scores_and_metrics(synthetic_data_dir):
-    model, _, data = build(synthetic_data_dir, "simulator_steps=0")
+def test_validation_scores_and_metrics(synthetic_data_dir, device):
+    model, _, data = build(synthetic_data_dir, "simulator_steps=0,device=%s" % device)
     input_feed, _ = ultra.input_layer.DirectLabelFeed(model, 16, "").get_next_batch(0, data)
     _, scores, summary = model.validation(input_feed)
     assert set(summary) == {"ndcg_10"} and 0.0 <= summary["ndcg_10"] <= 1.0
