@@ -54,16 +54,30 @@ def test_main_py_trains_then_evaluates_multr(ultra_main, synthetic_data_dir, tmp
     assert "ndcg_10" in log
     assert not os.path.exists(os.path.join(model_dir, "train_log", "Training at step 1"))  # no writer per step
 
-    again = run_ultra_main(
-        ultra_main,
-        main_args(settings, model_dir, synthetic_data_dir, "--max_train_iteration", "2", "--steps_per_checkpoint", "2"),
-        cwd=str(tmp_path),
-    )
+    restart = main_args(settings, model_dir, synthetic_data_dir, "--max_train_iteration", "2", "--steps_per_checkpoint", "2")
+    # A restart would load the ranker's weights only and restart everything else: refused, saying how to start afresh.
+    with pytest.raises(AssertionError, match="same data and settings.*cannot resume.*delete"):
+        run_ultra_main(ultra_main, restart, cwd=str(tmp_path))
+    from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
+
+    other_data = write_synthetic_ultra_dataset(str(tmp_path / "other"), seed=1)
+    with pytest.raises(AssertionError, match=r"other data or settings \(differ: data_dir, data_sha256\)"):
+        run_ultra_main(ultra_main, main_args(settings, model_dir, other_data, "--max_train_iteration", "2"), cwd=str(tmp_path))
+
+    os.remove(os.path.join(model_dir, "ultra_multr.MULTR.ckpt"))  # a new ranker; the simulator is complete
+    again = run_ultra_main(ultra_main, restart, cwd=str(tmp_path))
     assert "user simulator: reusing" in again.stdout + again.stderr
 
     test = run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--test_only", "True"), cwd=str(tmp_path))
     assert "Reading model parameters from" in test.stdout
     assert "ndcg_10:" in test.stdout
+
+
+def test_main_py_test_only_refuses_a_model_dir_without_ranker(ultra_main, synthetic_data_dir, tmp_path):
+    settings = settings_for(tmp_path, "simulator_steps=0")
+    empty = str(tmp_path / "never_trained")
+    with pytest.raises(AssertionError, match="--model_dir %s holds no ranker checkpoint" % empty):
+        run_ultra_main(ultra_main, main_args(settings, empty, synthetic_data_dir, "--test_only", "True"), cwd=str(tmp_path))
 
 
 def test_main_py_refuses_a_cutoff_longer_than_every_list(ultra_main, tmp_path):

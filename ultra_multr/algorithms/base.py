@@ -21,6 +21,7 @@ import torch
 from ultra.learning_algorithm.base_algorithm import BaseAlgorithm
 
 from ..compat import runtime
+from ..compat.model_dir import check_model_dir
 from ..config import parse_hparams, require
 
 LOGGER = logging.getLogger("ultra_multr")
@@ -145,6 +146,8 @@ class PluginAlgorithm(BaseAlgorithm):
         self.max_candidate_num = int(exp_settings["max_candidate_num"])
         self.rank_list_size = int(exp_settings.get("selection_bias_cutoff", self.max_candidate_num))
         self.feature_size = int(data_set.feature_size)
+        if runtime.main_args() is not None:
+            check_model_dir(runtime.main_args(), exp_settings, self.feature_size)
         self.letor_features_name = "letor_features"
         self.docid_inputs_name = ["docid_input{0}".format(i) for i in range(self.max_candidate_num)]
         self.labels_name = ["label{0}".format(i) for i in range(self.max_candidate_num)]
