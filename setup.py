@@ -4,17 +4,18 @@ Besides the package, an install puts ``ultra_multr_startup.pth`` into
 site-packages.  That one-line file runs ``ultra_multr.compat.startup`` when the
 interpreter starts, which lets ULTRA_pytorch's unmodified ``main.py`` import
 ``ultra`` on machines without TensorFlow (see that module's docstring).  The
-three command overrides below put the file in place for a normal install
-(``build_py``), a PEP 660 editable install (``editable_wheel``) and a legacy
-``setup.py develop`` editable install (``develop``).  pyproject.toml names
-the build back end, so pip never falls back to ``setup.py develop`` (which
-with setuptools >= 80 starts an isolated build that downloads setuptools).
+two command overrides below put the file in place for a normal install
+(``build_py``) and a PEP 660 editable install (``editable_wheel``, setuptools
+>= 64, which pyproject.toml requires).  Because pyproject.toml names the build
+back end, pip never falls back to the legacy ``setup.py develop``, which with
+setuptools >= 80 starts an isolated build (downloading setuptools: fails
+offline).
 """
 import os
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
-from setuptools.command.develop import develop
+from setuptools.command.editable_wheel import editable_wheel
 
 STARTUP_PTH = "ultra_multr_startup.pth"
 
@@ -30,27 +31,12 @@ class BuildPyWithStartupHook(build_py):
         _write_startup_pth(self.build_lib)
 
 
-class DevelopWithStartupHook(develop):
-    def run(self):
-        super().run()
-        _write_startup_pth(self.install_dir)
+class EditableWheelWithStartupHook(editable_wheel):
+    # Files written next to the dist-info end up at the root of the
+    # editable wheel, i.e. directly in site-packages.
+    def _install_namespaces(self, installation_dir, pth_prefix):
+        super()._install_namespaces(installation_dir, pth_prefix)
+        _write_startup_pth(installation_dir)
 
 
-cmdclass = {"build_py": BuildPyWithStartupHook, "develop": DevelopWithStartupHook}
-
-try:  # setuptools >= 64
-    from setuptools.command.editable_wheel import editable_wheel
-
-    class EditableWheelWithStartupHook(editable_wheel):
-        # Files written next to the dist-info end up at the root of the
-        # editable wheel, i.e. directly in site-packages.
-        def _install_namespaces(self, installation_dir, pth_prefix):
-            super()._install_namespaces(installation_dir, pth_prefix)
-            _write_startup_pth(installation_dir)
-
-    cmdclass["editable_wheel"] = EditableWheelWithStartupHook
-except ImportError:  # pragma: no cover - old setuptools uses `develop`
-    pass
-
-
-setup(cmdclass=cmdclass)  # metadata: pyproject.toml
+setup(cmdclass={"build_py": BuildPyWithStartupHook, "editable_wheel": EditableWheelWithStartupHook})
