@@ -165,7 +165,7 @@ def test_pal_trains_both_towers_and_ranks_by_relevance_only(synthetic_data_dir, 
     input_feed = validation_batch(pal, data)
     _, scores, _ = pal.validation(input_feed)
     batch = pal.batch(input_feed, pal.max_candidate_num)
-    assert torch.equal(scores[batch.mask], pal.scores(batch)[batch.mask])
+    assert torch.equal(torch.from_numpy(scores).to(device)[batch.mask], pal.scores(batch)[batch.mask])
 
 
 def test_ipw_propensities_come_from_the_position_based_feed(synthetic_data_dir, device):

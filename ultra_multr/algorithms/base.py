@@ -216,7 +216,13 @@ class PluginAlgorithm(BaseAlgorithm):
         return value, None, self.train_summary
 
     def validation(self, input_feed: Dict[str, np.ndarray], is_online_simulation: bool = False):
-        """Scores all candidates; returns (None, scores [B, L], metrics)."""
+        """Scores all candidates; returns (None, scores [B, L], metrics).
+
+        The scores are a float32 numpy array: main.py --test_only writes
+        ``str(score)`` into its ranklist (a tensor would print as
+        ``tensor(0.1, device='cuda:0')``) and sorts each list by
+        element-wise comparisons (one device sync each on CUDA).
+        """
         self.model.eval()
         batch = self.batch(input_feed, self.max_candidate_num)
         with torch.no_grad():
@@ -230,7 +236,7 @@ class PluginAlgorithm(BaseAlgorithm):
                 list(self.exp_settings.get("metrics", ["ndcg"])),
                 list(self.exp_settings.get("metrics_topn", [10])),
             )
-        return None, self.output, self.eval_summary
+        return None, self.output.cpu().numpy(), self.eval_summary
 
     def _check_list_size(self) -> None:
         requested = runtime.requested_selection_bias_cutoff(self.exp_settings)
