@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -68,6 +69,8 @@ def main() -> None:
             "--output_dir", os.path.join(out, name, "output"), "--selection_bias_cutoff", "9",
             "--batch_size", "64",
         ]
+        # Every demo run trains from scratch: main.py refuses a model dir holding a ranker checkpoint.
+        shutil.rmtree(os.path.join(out, name), ignore_errors=True)
         print("training %s for %d steps ..." % (name, args.steps), flush=True)
         run_main(ultra_dir, common + ["--max_train_iteration", str(args.steps), "--steps_per_checkpoint", "50"])
         report = run_main(ultra_dir, common + ["--test_only", "True"])

@@ -33,6 +33,23 @@ def find_ultra_main() -> str:
     return path
 
 
+@pytest.fixture(
+    params=[
+        "cpu",
+        pytest.param(
+            "cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")
+        ),
+    ]
+)
+def device(request) -> str:
+    """Every device a test should pass on: "cpu" always, "cuda" where there is one.
+
+    Pass it to our algorithms as the ``device=`` hparam; on a CUDA machine the
+    "cpu" case also checks that a CPU model meets ULTRA's CUDA metrics.
+    """
+    return request.param
+
+
 @pytest.fixture(scope="session")
 def ultra_main() -> str:
     return find_ultra_main()

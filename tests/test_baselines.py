@@ -92,8 +92,9 @@ def algorithm_settings(algorithm, hparams, feed_hparams="click_model_json=%s,see
 
 
 @pytest.mark.parametrize("path", SETTINGS_FILES, ids=lambda p: os.path.basename(p))
-def test_every_settings_file_builds_and_trains(synthetic_data_dir, path):
-    model, feed, data = build(synthetic_data_dir, load_settings(path, **quick_hparams(path)))
+def test_every_settings_file_builds_and_trains(synthetic_data_dir, path, device):
+    model, feed, data = build(synthetic_data_dir, load_settings(path, device=device, **quick_hparams(path)))
+    assert {p.device.type for p in model.model.parameters()} == {device}
     for _ in range(2):
         loss, _, _ = model.train(feed.get_batch(data, check_validation=True)[0])
         assert math.isfinite(loss)
@@ -113,7 +114,8 @@ def test_oracle_settings_train_naive_on_graded_labels(synthetic_data_dir):
 
 
 def garbage_in_padding(batch: Batch) -> Batch:
-    noise = torch.randn(batch.features.shape, generator=torch.Generator().manual_seed(3)) * 10
+    noise = torch.randn(batch.features.shape, generator=torch.Generator().manual_seed(3)).to(batch.features.device)
+    noise = noise * 10
     features = torch.where(batch.mask[..., None], batch.features, noise)
     labels = torch.where(batch.mask, batch.labels, torch.ones_like(batch.labels))
     return Batch(features=features, labels=labels, mask=batch.mask)
@@ -129,11 +131,11 @@ def garbage_in_padding(batch: Batch) -> Batch:
         ("ultra_multr.IPW", "seed=2,propensities=[1,0.5,0.4,0.3,0.25,0.2,0.2,0.1,0.1,0.1]"),
     ],
 )
-def test_padding_never_reaches_the_loss(tmp_path, algorithm, hparams):
+def test_padding_never_reaches_the_loss(tmp_path, algorithm, hparams, device):
     from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
 
     data_dir = write_synthetic_ultra_dataset(str(tmp_path), docs_per_query=(4, 12))  # many padded slots
-    settings = algorithm_settings(algorithm, hparams)
+    settings = algorithm_settings(algorithm, "%s,device=%s" % (hparams, device))
     model, feed, data = build(data_dir, settings)
     batch = model.batch(feed.get_batch(data, check_validation=True)[0], 10)
     assert not batch.mask.all()
@@ -155,21 +157,24 @@ def test_rem_updates_examination_and_paird_its_biases(synthetic_data_dir):
     assert not torch.equal(paird.t_plus, torch.ones_like(paird.t_plus))
 
 
-def test_pal_trains_both_towers_and_ranks_by_relevance_only(synthetic_data_dir):
-    pal, feed, data = build(synthetic_data_dir, algorithm_settings("ultra_multr.PAL", "seed=0"))
+def test_pal_trains_both_towers_and_ranks_by_relevance_only(synthetic_data_dir, device):
+    pal, feed, data = build(synthetic_data_dir, algorithm_settings("ultra_multr.PAL", "seed=0,device=%s" % device))
     pal.train(feed.get_batch(data, check_validation=True)[0])
-    assert not torch.equal(pal.position_model.logits.detach(), torch.zeros(10))
+    assert pal.position_model.logits.device.type == device
+    assert not torch.equal(pal.position_model.logits.detach(), torch.zeros(10, device=device))
     input_feed = validation_batch(pal, data)
     _, scores, _ = pal.validation(input_feed)
     batch = pal.batch(input_feed, pal.max_candidate_num)
-    assert torch.equal(torch.from_numpy(scores)[batch.mask], pal.scores(batch)[batch.mask])
+    assert torch.equal(torch.from_numpy(scores).to(device)[batch.mask], pal.scores(batch)[batch.mask])
 
 
-def test_ipw_propensities_come_from_the_position_based_feed(synthetic_data_dir):
+def test_ipw_propensities_come_from_the_position_based_feed(synthetic_data_dir, device):
     ipw, _, _ = build(
-        synthetic_data_dir, algorithm_settings("ultra_multr.IPW", "", "click_model_json=%s,seed=0" % PBM_ETA1)
+        synthetic_data_dir,
+        algorithm_settings("ultra_multr.IPW", "device=%s" % device, "click_model_json=%s,seed=0" % PBM_ETA1),
     )
-    assert torch.allclose(ipw.examination, torch.tensor([1.0 / r for r in range(1, 11)]))
+    assert ipw.examination.device.type == device
+    assert torch.allclose(ipw.examination.cpu(), torch.tensor([1.0 / r for r in range(1, 11)]))
 
 
 @pytest.mark.parametrize(
@@ -194,21 +199,25 @@ def test_bad_baseline_hparams_are_named(synthetic_data_dir):
         build(synthetic_data_dir, algorithm_settings("ultra_multr.PairD", "regulation=2"))
 
 
-def test_multr_ipw_is_the_dr_loss_over_ipw_weights(synthetic_data_dir, monkeypatch):
+def test_multr_ipw_is_the_dr_loss_over_ipw_weights(synthetic_data_dir, monkeypatch, device):
     """With pseudo clicks all 0 and no re-rankings, Eq. dr_loss is the IPW loss with IPW's own weights."""
     settings = algorithm_settings(
-        "ultra_multr.MULTR_IPW", "seed=0,sample_num=0,simulator_steps=0", "click_model_json=%s,seed=0" % PBM_ETA1
+        "ultra_multr.MULTR_IPW",
+        "seed=0,sample_num=0,simulator_steps=0,device=%s" % device,
+        "click_model_json=%s,seed=0" % PBM_ETA1,
     )
     model, feed, data = build(synthetic_data_dir, settings)
     assert isinstance(model, IPW) and not hasattr(model, "propensity_model")
     batch = model.batch(feed.get_batch(data, check_validation=True)[0], 10)
     model.prepare_simulator()
     monkeypatch.setattr(
-        model, "pseudo_clicks", lambda b: (torch.zeros_like(b.labels), torch.zeros(b.batch_size, 0, b.labels.shape[1]))
+        model,
+        "pseudo_clicks",
+        lambda b: (torch.zeros_like(b.labels), b.labels.new_zeros(b.batch_size, 0, b.labels.shape[1])),
     )
     loss, parts = model.training_loss(batch)
     scores = model.scores(batch)
-    weights = torch.where(batch.mask, torch.arange(1.0, 11.0).expand_as(scores), torch.zeros_like(scores))
+    weights = torch.where(batch.mask, torch.arange(1.0, 11.0, device=scores.device).expand_as(scores), torch.zeros_like(scores))
     assert loss.item() == pytest.approx(losses.ipw_loss(scores, batch.mask, batch.labels, weights).item(), rel=1e-5)
     assert "exam_loss" not in parts
 

@@ -60,10 +60,12 @@ def test_metrics_reject_bad_input():
         per_query_metrics([np.zeros(2), np.array([1.0, -1.0])], [np.zeros(2), np.zeros(2)], max_label=1)
 
 
-def test_metrics_equal_ultra_functions():
+def test_metrics_equal_ultra_functions(device):
     pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
     import torch
     import ultra
+
+    from ultra_multr.compat.runtime import ranking_metrics, ultra_metric_device
 
     rng = np.random.default_rng(7)
     max_label = 4
@@ -78,18 +80,19 @@ def test_metrics_equal_ultra_functions():
     try:
         cutoffs = [1, 3, 5, 10]
         for q in range(len(labels)):
-            y = torch.tensor(labels[q][None, :], dtype=torch.float32)
-            s = torch.tensor(scores[q][None, :], dtype=torch.float32)
+            y = torch.tensor(labels[q][None, :], dtype=torch.float32, device=ultra_metric_device())
+            s = torch.tensor(scores[q][None, :], dtype=torch.float32, device=ultra_metric_device())
             for family in ("ndcg", "err"):
                 theirs = ultra.utils.make_ranking_metric_fn(family, cutoffs)(y, s, None).reshape(-1)
                 mine = [ours["%s_%d" % (family, k)][q] for k in cutoffs]
-                np.testing.assert_allclose(mine, theirs.numpy(), rtol=1e-5, atol=1e-6)
-        # A padded batch, as ULTRA validates: the batch mean equals our query mean.
-        from ultra_multr.compat.runtime import ranking_metrics
+                np.testing.assert_allclose(mine, theirs.cpu().numpy(), rtol=1e-5, atol=1e-6)
+        # A padded batch on our model's device, as ULTRA validates: the batch mean equals our query mean.
 
         width = max(len(y) for y in labels)
-        pad = lambda arrays: torch.tensor(np.array([np.pad(a, (0, width - len(a))) for a in arrays]), dtype=torch.float32)
-        mask = torch.tensor([[i < len(a) for i in range(width)] for a in labels])
+        pad = lambda arrays: torch.tensor(
+            np.array([np.pad(a, (0, width - len(a))) for a in arrays]), dtype=torch.float32, device=device
+        )
+        mask = torch.tensor([[i < len(a) for i in range(width)] for a in labels], device=device)
         batch = ranking_metrics(pad(labels), pad(scores), mask, ["ndcg", "err"], cutoffs)
         for name in METRICS:
             assert batch[name] == pytest.approx(ours[name].mean(), rel=1e-5)

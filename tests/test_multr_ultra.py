@@ -55,16 +55,33 @@ def test_main_py_trains_then_evaluates_multr(ultra_main, synthetic_data_dir, tmp
     assert "ndcg_10" in log
     assert not os.path.exists(os.path.join(model_dir, "train_log", "Training at step 1"))  # no writer per step
 
-    again = run_ultra_main(
-        ultra_main,
-        main_args(settings, model_dir, synthetic_data_dir, "--max_train_iteration", "2", "--steps_per_checkpoint", "2"),
-        cwd=str(tmp_path),
-    )
+    restart = main_args(settings, model_dir, synthetic_data_dir, "--max_train_iteration", "2", "--steps_per_checkpoint", "2")
+    # A restart would load the ranker's weights only and restart everything else: refused, saying how to start afresh.
+    with pytest.raises(AssertionError, match="same data and settings.*cannot resume.*delete"):
+        run_ultra_main(ultra_main, restart, cwd=str(tmp_path))
+    from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
+
+    other_data = write_synthetic_ultra_dataset(str(tmp_path / "other"), seed=1)
+    with pytest.raises(AssertionError, match=r"other data or settings \(differ: data_dir, data_sha256\)"):
+        run_ultra_main(ultra_main, main_args(settings, model_dir, other_data, "--max_train_iteration", "2"), cwd=str(tmp_path))
+
+    os.remove(os.path.join(model_dir, "ultra_multr.MULTR.ckpt"))  # a new ranker; the simulator is complete
+    again = run_ultra_main(ultra_main, restart, cwd=str(tmp_path))
     assert "user simulator: reusing" in again.stdout + again.stderr
 
     test = run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--test_only", "True"), cwd=str(tmp_path))
     assert "Reading model parameters from" in test.stdout
     assert "ndcg_10:" in test.stdout
+    with open(model_dir + "/outtest.ranklist") as handle:  # main.py appends "test.ranklist" to --output_dir as is
+        scores = [float(line.split()[4]) for line in handle]  # numbers, not "tensor(...)"
+    assert len(scores) > 12
+
+
+def test_main_py_test_only_refuses_a_model_dir_without_ranker(ultra_main, synthetic_data_dir, tmp_path):
+    settings = settings_for(tmp_path, "simulator_steps=0")
+    empty = str(tmp_path / "never_trained")
+    with pytest.raises(AssertionError, match="--model_dir %s holds no ranker checkpoint" % empty):
+        run_ultra_main(ultra_main, main_args(settings, empty, synthetic_data_dir, "--test_only", "True"), cwd=str(tmp_path))
 
 
 def test_main_py_refuses_a_cutoff_longer_than_every_list(ultra_main, tmp_path):
@@ -165,10 +182,12 @@ def test_max_propensity_weight_clamps(synthetic_data_dir):
     assert torch.all(weights[~batch.mask] == 0)
 
 
-def test_non_finite_loss_stops_naming_the_step(synthetic_data_dir, monkeypatch):
-    model, feed, data = build(synthetic_data_dir, "simulator_steps=0,sample_num=1")
+def test_non_finite_loss_stops_naming_the_step(synthetic_data_dir, monkeypatch, device):
+    model, feed, data = build(synthetic_data_dir, "simulator_steps=0,sample_num=1,device=%s" % device)
     train_losses(model, feed, data, steps=1)
-    monkeypatch.setattr(model, "scores", lambda batch: torch.full(batch.mask.shape, float("nan")))
+    monkeypatch.setattr(
+        model, "scores", lambda batch: torch.full(batch.mask.shape, float("nan"), device=batch.mask.device)
+    )
     with pytest.raises(FloatingPointError, match="non-finite training loss nan at step 1"):
         train_losses(model, feed, data, steps=1)
 
@@ -188,8 +207,8 @@ def test_bad_hyper_parameters_are_named(synthetic_data_dir, hparams, message):
         build(synthetic_data_dir, hparams)
 
 
-def test_validation_scores_and_metrics(synthetic_data_dir):
-    model, _, data = build(synthetic_data_dir, "simulator_steps=0")
+def test_validation_scores_and_metrics(synthetic_data_dir, device):
+    model, _, data = build(synthetic_data_dir, "simulator_steps=0,device=%s" % device)
     input_feed, _ = ultra.input_layer.DirectLabelFeed(model, 16, "").get_next_batch(0, data)
     _, scores, summary = model.validation(input_feed)
     assert set(summary) == {"ndcg_10"} and 0.0 <= summary["ndcg_10"] <= 1.0

@@ -23,6 +23,7 @@ from ultra.learning_algorithm.base_algorithm import BaseAlgorithm
 
 from .. import tensorboard
 from ..compat import runtime
+from ..compat.model_dir import check_model_dir
 from ..config import parse_hparams, require
 from ..data import checks
 
@@ -151,6 +152,8 @@ class PluginAlgorithm(BaseAlgorithm):
         self.max_candidate_num = int(exp_settings["max_candidate_num"])
         self.rank_list_size = int(exp_settings.get("selection_bias_cutoff", self.max_candidate_num))
         self.feature_size = int(data_set.feature_size)
+        if args is not None:
+            check_model_dir(args, exp_settings, self.feature_size)
         self.letor_features_name = "letor_features"
         self.docid_inputs_name = ["docid_input{0}".format(i) for i in range(self.max_candidate_num)]
         self.labels_name = ["label{0}".format(i) for i in range(self.max_candidate_num)]
@@ -232,9 +235,10 @@ class PluginAlgorithm(BaseAlgorithm):
     def validation(self, input_feed: Dict[str, np.ndarray], is_online_simulation: bool = False):
         """Scores all candidates; returns (None, scores [B, L], metrics).
 
-        The scores are a numpy array: main.py's test() writes ``str(score)``
-        of each into its TREC ranklist, which for a torch tensor reads
-        ``tensor(-1.3109)``; numpy's float32 prints as a plain number.
+        The scores are a float32 numpy array: main.py --test_only writes
+        ``str(score)`` into its ranklist (a tensor would print as
+        ``tensor(0.1, device='cuda:0')``) and sorts each list by
+        element-wise comparisons (one device sync each on CUDA).
         """
         self.model.eval()
         batch = self.batch(input_feed, self.max_candidate_num)

@@ -17,6 +17,13 @@ DLA creates a ``SummaryWriter()`` per instance        our algorithms never call 
                                                       ``DLA.__init__``
 models pick CUDA whenever present (module-level       :func:`.runtime.score_documents`,
 ``torch.device('cuda')`` in DNN / Linear)              :func:`.runtime.choose_device`
+``metrics.py`` computes on CUDA whenever CUDA exists  :func:`.runtime.ranking_metrics` hands it
+(module-level ``device``), whatever the model's       tensors on :func:`.runtime.ultra_metric_device`
+``main.py`` loads the ranker with ``torch.load`` and  :func:`.runtime.create_ranking_model`: the
+no ``map_location``                                   ranker's ``state_dict()`` holds CPU tensors
+``main.py`` silently tests a random ranker without a  :func:`.model_dir.check_model_dir`
+checkpoint and reloads only the ranker's weights
+when training in a model dir that holds one
 click-model JSON paths are relative to the CWD        :func:`.runtime.resolve_data_path`
 ``--test_only False`` means True (argparse            :func:`.runtime.check_main_flags`
 ``type=bool``)

@@ -85,13 +85,30 @@ def resolve_data_path(path: str, what: str) -> str:
 
 
 def choose_device(requested: str) -> torch.device:
-    """One device per run: "auto" is CUDA when available, else CPU."""
+    """One device per run: "auto" is CUDA when available, else CPU.
+
+    This is the only place that picks a device for our tensors; everything
+    else follows ``self.device`` of the algorithm or the device of its inputs.
+    The one exception is ULTRA's metric functions, which chose their own
+    device at import time (:func:`ultra_metric_device`).
+    """
     if requested == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(requested)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device=%r requested but CUDA is not available" % requested)
     return device
+
+
+def ultra_metric_device() -> torch.device:
+    """The device ULTRA's ranking metrics compute on.
+
+    ``ultra/utils/metrics.py`` sets a module-level ``device`` (CUDA whenever
+    CUDA exists) at import time and builds its discount and gain tensors
+    there, so the labels and scores handed to ``make_ranking_metric_fn``
+    must live on it -- whatever device our model runs on.
+    """
+    return ultra.utils.metrics.device
 
 
 @dataclass
@@ -144,10 +161,29 @@ def batch_from_input_feed(
     )
 
 
+def _state_dict_on_cpu(module, state_dict, prefix, local_metadata) -> None:  # type: ignore[no-untyped-def]
+    """State-dict hook: CPU copies of the tensors, edited in place.
+
+    Registered with ``_register_state_dict_hook`` (every torch >= 1.13 has
+    it; the public ``register_state_dict_post_hook`` needs torch >= 2.5).
+    """
+    for name, value in state_dict.items():
+        if isinstance(value, torch.Tensor):
+            state_dict[name] = value.detach().cpu()
+
+
 def create_ranking_model(exp_settings: dict, feature_size: int, device: torch.device) -> torch.nn.Module:
-    """Instantiate ``exp_settings['ranking_model']`` on ``device``."""
+    """Instantiate ``exp_settings['ranking_model']`` on ``device``.
+
+    The model's ``state_dict()`` holds CPU tensors whatever ``device`` is.
+    main.py saves ``model.model.state_dict()`` and reads it back with
+    ``torch.load(path)`` and no ``map_location``, which cannot read tensors
+    saved from CUDA on a machine without CUDA; CPU tensors load anywhere and
+    ``load_state_dict`` copies them onto the model's device.
+    """
     model_class = ultra.utils.find_class(exp_settings["ranking_model"])
     model = model_class(exp_settings.get("ranking_model_hparams", ""), feature_size)
+    model._register_state_dict_hook(_state_dict_on_cpu)
     return model.to(device)
 
 
@@ -178,9 +214,9 @@ def ranking_metrics(
     Args:
         labels: [B, L] graded relevance; scores: [B, L]; mask: [B, L] bool.
     """
-    padded = torch.where(mask, scores, torch.full_like(scores, -1e5))
-    labels = torch.where(mask, labels, torch.zeros_like(labels)).cpu()
-    padded = padded.detach().cpu()
+    device = ultra_metric_device()
+    padded = torch.where(mask, scores, torch.full_like(scores, -1e5)).detach().to(device)
+    labels = torch.where(mask, labels, torch.zeros_like(labels)).to(device)
     values: Dict[str, float] = {}
     for metric in metrics:
         results = ultra.utils.make_ranking_metric_fn(metric, list(cutoffs))(labels, padded, None)

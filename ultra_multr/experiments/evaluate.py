@@ -28,6 +28,7 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
+from ..compat.model_dir import checkpoint_path
 from ..data.ultra_format import atomic_write_text, ultra_data_dir
 from .jsonfile import JsonFileError, read_json
 from .metrics import CUTOFFS, metric_names, per_query_metrics
@@ -58,11 +59,6 @@ class SplitRanking:
     labels: List[np.ndarray]
     scores: List[np.ndarray]
     n_dropped: int
-
-
-def checkpoint_path(model_dir: str, learning_algorithm: str) -> str:
-    """Where ULTRA's main.py saves the ranker: ``<model_dir>/<learning_algorithm>.ckpt``."""
-    return os.path.join(model_dir, "%s.ckpt" % learning_algorithm)
 
 
 def load_ranker(settings: dict, model_dir: str, feature_size: int):

@@ -1,0 +1,161 @@
+"""main.py's ``--model_dir``: never reuse a ranker checkpoint silently.
+
+ULTRA's ``main.py`` saves the ranker to ``<model_dir>/<learning_algorithm>.ckpt``
+and, at every start, loads that file when it exists -- and carries on quietly
+when it does not:
+
+* ``--test_only`` without a checkpoint evaluates a randomly initialised ranker
+  and exits 0;
+* training on a model dir that holds a checkpoint (a killed run restarted, or a
+  dir left by other data or settings) loads the ranker weights only and starts
+  the step count, the optimizer state, the propensity model and the
+  best-validation tracking afresh (``best_perf`` is a local of main.py, so it
+  cannot be restored from outside): not a resumption, and not a fresh run.
+
+So when main.py constructs one of our algorithms (:func:`check_model_dir`,
+called from ``PluginAlgorithm.__init__``), training refuses a model dir that
+already holds the ranker checkpoint and says how to start afresh, and
+``--test_only`` refuses a model dir without one.  Training writes an identity
+file beside the checkpoint, ``<learning_algorithm>.ckpt.identity.json``: the
+fingerprint of the training data and the settings, so that the refusal can say
+whether the checkpoint came from other data or settings, and ``--test_only``
+can refuse a checkpoint of another ranking model.  Outside main.py (tests,
+notebooks) nothing is checked.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+from typing import Dict, List, Optional
+
+from ..data.ultra_format import atomic_write_text
+
+LOGGER = logging.getLogger("ultra_multr")
+IDENTITY_SUFFIX = ".identity.json"
+#: Settings that define the ranker's shape; --test_only must match them.
+MODEL_KEYS = ("ranking_model", "ranking_model_hparams", "feature_size")
+
+
+class ModelDirError(RuntimeError):
+    """A model dir that cannot be used as asked."""
+
+
+def checkpoint_path(model_dir: str, learning_algorithm: str) -> str:
+    """Where main.py saves the ranker: ``<model_dir>/<learning_algorithm>.ckpt``."""
+    return os.path.join(model_dir, "%s.ckpt" % learning_algorithm)
+
+
+def data_fingerprint(data_dir: str, prefixes: List[str]) -> str:
+    """sha256 of ``data_dir``'s ``settings.json`` and every file under each ``<prefix>/``."""
+    digest = hashlib.sha256()
+    paths = [os.path.join(data_dir, "settings.json")]
+    for prefix in prefixes:
+        for root, dirs, files in os.walk(os.path.join(data_dir, prefix)):
+            dirs.sort()
+            paths.extend(os.path.join(root, name) for name in sorted(files))
+    for path in paths:
+        if not os.path.isfile(path):
+            continue
+        digest.update(os.path.relpath(path, data_dir).encode() + b"\0")
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def run_identity(args: argparse.Namespace, exp_settings: dict, feature_size: int) -> Dict:
+    """What a training run in ``args.model_dir`` is a function of (JSON-ready)."""
+    return {
+        "data_dir": os.path.abspath(args.data_dir),
+        "data_sha256": data_fingerprint(args.data_dir, [args.train_data_prefix, args.valid_data_prefix]),
+        "click_model_dir": args.click_model_dir,
+        "batch_size": args.batch_size,
+        "max_list_cutoff": args.max_list_cutoff,
+        "feature_size": feature_size,
+        "settings": exp_settings,
+    }
+
+
+def _differences(saved: Dict, current: Dict) -> List[str]:
+    """Names (``settings.<key>`` for settings) whose values differ."""
+    names = []
+    for name in sorted(set(saved) | set(current)):
+        if name == "settings":
+            old, new = saved.get(name) or {}, current.get(name) or {}
+            names += ["settings.%s" % k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+        elif saved.get(name) != current.get(name):
+            names.append(name)
+    return names
+
+
+def _read_identity(path: str) -> Optional[Dict]:
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def check_model_dir(args: argparse.Namespace, exp_settings: dict, feature_size: int) -> None:
+    """Refuse a model dir main.py would misuse; in training, record the run's identity.
+
+    Args:
+        args: main.py's parsed arguments (:func:`ultra_multr.compat.runtime.main_args`).
+        exp_settings: the settings dict main.py hands to the algorithm.
+        feature_size: the data's number of features.
+
+    Raises:
+        ModelDirError: ``--test_only`` without a ranker checkpoint or with one
+            of another ranking model; training on a dir holding a checkpoint.
+    """
+    model_dir = args.model_dir
+    checkpoint = checkpoint_path(model_dir, exp_settings["learning_algorithm"])
+    identity_file = checkpoint + IDENTITY_SUFFIX
+    saved = _read_identity(identity_file)
+    if args.test_only:
+        if not os.path.isfile(checkpoint):
+            raise ModelDirError(
+                "--test_only: --model_dir %s holds no ranker checkpoint %s, so main.py would evaluate a randomly "
+                "initialised ranker. Train into this dir first, or pass the --model_dir of a finished training."
+                % (model_dir, os.path.basename(checkpoint))
+            )
+        if saved is None:
+            LOGGER.warning("%s has no %s: cannot check which settings trained it", checkpoint, identity_file)
+            return
+        current = dict(exp_settings, feature_size=feature_size)
+        old = dict(saved.get("settings") or {}, feature_size=saved.get("feature_size"))
+        differ = [k for k in MODEL_KEYS if old.get(k) != current.get(k)]
+        if differ:
+            raise ModelDirError(
+                "--test_only: the ranker checkpoint %s was trained with %s; these settings have %s"
+                % (
+                    checkpoint,
+                    ", ".join("%s=%r" % (k, old.get(k)) for k in differ),
+                    ", ".join("%s=%r" % (k, current.get(k)) for k in differ),
+                )
+            )
+        return
+    current = json.loads(json.dumps(run_identity(args, exp_settings, feature_size)))  # as it reads back
+    if os.path.isfile(checkpoint):
+        if saved is None:
+            origin = "a ranker checkpoint %s of unknown origin (no %s beside it)" % (
+                checkpoint, os.path.basename(identity_file))
+        else:
+            differ = _differences(saved, current)
+            origin = (
+                "the ranker checkpoint %s of a training on other data or settings (differ: %s)"
+                % (checkpoint, ", ".join(differ))
+                if differ
+                else "the ranker checkpoint %s of an earlier (interrupted or finished) training with the same data "
+                "and settings" % checkpoint
+            )
+        raise ModelDirError(
+            "--model_dir %s already holds %s. main.py would load only the ranker's weights and restart the step "
+            "count, the optimizer state, the propensity model and the best-validation tracking, so training cannot "
+            "resume from it. To train from scratch, delete %s (or the whole model dir) or pass a new --model_dir; "
+            "to evaluate the saved ranker, add --test_only True." % (model_dir, origin, checkpoint)
+        )
+    atomic_write_text(identity_file, json.dumps(current, indent=1, sort_keys=True) + "\n")
