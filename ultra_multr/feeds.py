@@ -21,6 +21,12 @@ every method trained with the same seed sees the same log) and draws each
 list's clicks uniformly from its query's logged sessions; K = 0 means fresh
 clicks every time.
 
+:func:`query_subset` gives a view of a data set with some of its queries
+(what MULTR's user simulator trains and is evaluated on); every feed here and
+ULTRA's own feeds accept it, and a :class:`ClickLogFeed` takes a view's log
+from the full data set's log, so a query's logged sessions are the same in
+the view and in the full data set.
+
 The input feed: ``letor_features`` [D, F] float32, the real documents of the
 batch; per position i, ``docid_input{i}`` [B] float32 row indices into it
 (D marks padding) and ``label{i}`` [B] float32 clicks (labels in oracle mode).
@@ -29,16 +35,20 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from ultra.input_layer import BaseInputFeed
+from ultra.utils.data_utils import Raw_data
 
 from .config import parse_hparams, require
 from .ultra_click_models import UltraClickModel, load_click_model_file
 
 logger = logging.getLogger(__name__)
+
+#: Raw_data attributes with one entry per query (the rest is shared by views).
+PER_QUERY_ATTRIBUTES = ("initial_list", "qids", "labels", "initial_scores", "initial_list_lengths")
 
 #: Sessions sampled per call while building a click log (bounds memory when a
 #: click model needs [rows, N, F] features).
@@ -145,6 +155,36 @@ def query_arrays(data_set: Any, n_positions: int) -> QueryArrays:
         mask=mask,
         features=np.asarray(data_set.features, dtype=np.float32).reshape(len(data_set.features), -1),
     )
+
+
+def query_subset(data_set: Any, queries: Sequence[int]) -> Raw_data:
+    """A view of a ULTRA Raw_data with only the given queries, in that order.
+
+    The per-query lists (:data:`PER_QUERY_ATTRIBUTES`, where the data set has
+    one entry per query) are subset; features, document ids and sizes are
+    shared with ``data_set``.  The view records ``subset_of`` (``data_set``)
+    and ``subset_queries`` ([Q'] int64 query indices into it).
+
+    Raises:
+        ValueError: an index outside the data set, or no query at all.
+    """
+    queries = np.asarray(queries, dtype=np.int64).reshape(-1)
+    n_queries = len(data_set.initial_list)
+    if queries.size == 0 or queries.min() < 0 or queries.max() >= n_queries:
+        raise ValueError(
+            "query_subset: need 1 or more query indices in [0, %d) of %s, got %d (range %s)"
+            % (n_queries, _describe_data_set(data_set), queries.size,
+               (int(queries.min()), int(queries.max())) if queries.size else "empty")
+        )
+    view = Raw_data()
+    view.__dict__.update(data_set.__dict__)
+    for name in PER_QUERY_ATTRIBUTES:
+        values = getattr(data_set, name, None)
+        if values is not None and len(values) == n_queries:
+            setattr(view, name, [values[q] for q in queries])
+    view.subset_of = data_set
+    view.subset_queries = queries
+    return view
 
 
 def _describe_data_set(data_set: Any) -> str:
@@ -320,7 +360,11 @@ class ClickLogFeed(ClickSimulationFeed):
 
     def click_log(self, arrays: QueryArrays) -> np.ndarray:
         """[Q, K, N] bool: the data set's log, sampled on first use from the
-        seed alone."""
+        seed alone; a :func:`query_subset` view's log is its rows of the
+        full data set's log."""
+        source = getattr(arrays.data_set, "subset_of", None)
+        if arrays.click_log is None and source is not None:
+            arrays.click_log = self.click_log(self.arrays_for(source))[arrays.data_set.subset_queries]
         if arrays.click_log is None:
             k = self.hparams.sessions_per_query
             generator = torch.Generator().manual_seed(self.log_seed)

@@ -3,8 +3,15 @@
 Algorithm 1 of the paper inside ULTRA's unmodified ``main.py``:
 
 1. Before the first ranker update, the context-aware user simulator is
-   trained for ``simulator_steps`` batches of the training click stream (the
-   same feed main.py trains the ranker with), then frozen.  Its checkpoint is
+   trained for ``simulator_steps`` batches of the training click stream, then
+   frozen.  The stream is the one main.py trains the ranker on: the same feed
+   class and hyper-parameters (for a fixed click log, the same log) and the
+   same rule for sessions without a click (dropped, ``check_validation=True``),
+   so the simulator models the clicks the doubly-robust correction subtracts
+   from.  A seeded ``simulator_heldout_fraction`` of the training queries is
+   held out: the simulator trains on the other queries and reports its click
+   log-likelihood on sessions of the held-out ones, drawn from a second feed
+   with another seed stream (for a fixed log, those queries' logged sessions).  Its checkpoint is
    saved beside the ranker's (``<model_dir>/<learning_algorithm>.simulator.ckpt``)
    and reused when present and of the same configuration.  ``simulator_steps=0``
    keeps the random initialisation (Rand-MULTR) and never loads a checkpoint.
@@ -30,10 +37,7 @@ Where this follows the paper and where it differs:
   (padding stays out of displayed slots); Delta does not depend on the order,
   so the loss is computed as per-document weights times one softmax instead
   of one softmax per list (equal by construction, and tested against the
-  literal formula).  The simulator learns from every session of the feed,
-  including sessions without clicks, because a click model must also
-  predict those; the ranker, as in DLA, sees only sessions with a click.
-  EIB takes the observed list's real clicks without propensity correction
+  literal formula).  EIB takes the observed list's real clicks without propensity correction
   and the re-rankings' pseudo clicks, as the EIB estimator does.
 * Batch reduction: the mean of Eq. dr_loss over the batch's queries.
 
@@ -49,6 +53,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+import numpy as np
 import torch
 import ultra
 
@@ -56,6 +61,7 @@ from .. import losses
 from ..compat import runtime
 from ..compat.runtime import Batch
 from ..config import require
+from ..feeds import query_subset
 from ..randomization import random_permutations, to_document_order
 from ..simulator import (
     CELLS,
@@ -71,6 +77,8 @@ from .base import LOGGER, AlgorithmConfig
 from .dla import DLA, DLAConfig
 
 SIMULATOR_OPTIMIZERS = ("adagrad", "adam")
+#: SeedSequence spawn keys of the simulator's random streams (with the seed).
+HELDOUT_SPLIT_STREAM, HELDOUT_FEED_STREAM = 1, 2
 
 
 @dataclass(frozen=True)
@@ -93,8 +101,11 @@ class DoublyRobustConfig(AlgorithmConfig):
             fed to the decoder in training (paper: 1.0).
         simulator_checkpoint: where to save / load the simulator (empty:
             beside the ranker's checkpoint in main.py's --model_dir).
-        simulator_heldout_batches: batches of sessions held out to report
-            the simulator's click log-likelihood.
+        simulator_heldout_fraction: share of the training queries held out
+            from the simulator (at least one query) to measure its click
+            log-likelihood on their sessions.
+        simulator_heldout_batches: batches of held-out sessions that
+            measure the simulator's click log-likelihood.
         simulator_log_every: progress line every this many simulator steps.
     """
 
@@ -111,6 +122,7 @@ class DoublyRobustConfig(AlgorithmConfig):
     simulator_position_size: int = 16
     teacher_forcing_ratio: float = 1.0
     simulator_checkpoint: str = ""
+    simulator_heldout_fraction: float = 0.1
     simulator_heldout_batches: int = 4
     simulator_log_every: int = 500
 
@@ -131,6 +143,11 @@ class DoublyRobustConfig(AlgorithmConfig):
             0.0 <= self.teacher_forcing_ratio <= 1.0,
             "teacher_forcing_ratio must be in [0, 1], got %r" % self.teacher_forcing_ratio,
         )
+        require(
+            0.0 < self.simulator_heldout_fraction < 1.0,
+            "simulator_heldout_fraction must be in (0, 1), got %r" % self.simulator_heldout_fraction,
+        )
+        require(self.simulator_heldout_batches > 0, "simulator_heldout_batches must be > 0")
         object.__setattr__(self, "simulator_input_mlp", tuple(self.simulator_input_mlp))
 
 
@@ -191,6 +208,8 @@ class DoublyRobustMixin:
             "simulator_optimizer": config.simulator_optimizer,
             "simulator_l2": config.simulator_l2,
             "teacher_forcing_ratio": config.teacher_forcing_ratio,
+            "simulator_heldout_fraction": config.simulator_heldout_fraction,
+            "simulator_heldout_batches": config.simulator_heldout_batches,
             "train_input_feed": self.exp_settings.get("train_input_feed"),
             "train_input_hparams": self.exp_settings.get("train_input_hparams"),
             "seed": config.seed,
@@ -222,13 +241,42 @@ class DoublyRobustMixin:
             parameter.requires_grad_(False)
         self._simulator_ready = True
 
-    def _click_feed(self):
-        """A second instance of main.py's training feed, for simulator batches."""
-        feed_class = ultra.utils.find_class(self.exp_settings["train_input_feed"])
-        return feed_class(self, self.hparams.simulator_batch_size, self.exp_settings.get("train_input_hparams", ""))
+    def split_queries(self) -> Tuple[np.ndarray, np.ndarray]:
+        """(training, held-out) query indices [Q - Q_h], [Q_h] of the
+        training set, sorted; Q_h = max(1, round(simulator_heldout_fraction
+        * Q)), drawn from the seed (seed 0 when none is set).
 
-    def _session_batch(self, feed) -> Batch:
-        input_feed, _ = feed.get_batch(self._train_set, check_validation=False)
+        Raises:
+            ValueError: fewer than two training queries.
+        """
+        n_queries = len(self._train_set.initial_list)
+        fraction = self.hparams.simulator_heldout_fraction
+        n_heldout = max(1, int(round(fraction * n_queries)))
+        if n_queries - n_heldout < 1:
+            raise ValueError(
+                "simulator_heldout_fraction=%g of %d training queries leaves no query to train the user "
+                "simulator on; it needs at least 2 training queries" % (fraction, n_queries)
+            )
+        seed = self.hparams.seed or 0
+        order = np.random.default_rng(np.random.SeedSequence([seed, HELDOUT_SPLIT_STREAM])).permutation(n_queries)
+        return np.sort(order[n_heldout:]), np.sort(order[:n_heldout])
+
+    def _click_feed(self, stream: int = 0):
+        """A new instance of main.py's training feed (class and hparams) for
+        simulator batches.  ``stream`` != 0 reseeds the feed's batch generator
+        (feeds with a torch ``generator``, like ours) into another stream,
+        leaving its click-log seed alone."""
+        feed_class = ultra.utils.find_class(self.exp_settings["train_input_feed"])
+        feed = feed_class(self, self.hparams.simulator_batch_size, self.exp_settings.get("train_input_hparams", ""))
+        generator = getattr(feed, "generator", None)
+        if stream and isinstance(generator, torch.Generator):
+            generator.manual_seed(int(np.random.SeedSequence([generator.initial_seed(), stream]).generate_state(1)[0]))
+        return feed
+
+    def _session_batch(self, feed, data_set) -> Batch:
+        """A batch of sessions drawn as main.py draws ranker batches
+        (``check_validation=True``: lists without a click are redrawn)."""
+        input_feed, _ = feed.get_batch(data_set, check_validation=True)
         batch = self.batch(input_feed, self.rank_list_size)
         if not bool(((batch.labels == 0) | (batch.labels == 1)).all()):
             raise ValueError(
@@ -257,16 +305,22 @@ class DoublyRobustMixin:
     def train_simulator(self, steps: int) -> Dict:
         """Algorithm 1, lines 2-5. Returns the checkpoint metadata."""
         config = self.hparams
-        feed = self._click_feed()
-        heldout = [self._session_batch(feed) for _ in range(config.simulator_heldout_batches)]
+        train_queries, heldout_queries = self.split_queries()
+        train_set = query_subset(self._train_set, train_queries)
+        heldout_set = query_subset(self._train_set, heldout_queries)
+        feed, heldout_feed = self._click_feed(), self._click_feed(HELDOUT_FEED_STREAM)
+        heldout = [self._session_batch(heldout_feed, heldout_set) for _ in range(config.simulator_heldout_batches)]
         parameters = self.simulator.parameters()
         if config.simulator_optimizer == "adam":
             optimizer = torch.optim.Adam(parameters, lr=config.simulator_learning_rate)
         else:
             optimizer = torch.optim.Adagrad(parameters, lr=config.simulator_learning_rate)
-        LOGGER.info("user simulator: training for %d steps of %d sessions", steps, config.simulator_batch_size)
+        LOGGER.info(
+            "user simulator: training for %d steps of %d sessions on %d queries (%d held out)",
+            steps, config.simulator_batch_size, len(train_queries), len(heldout_queries),
+        )
         for step in range(1, steps + 1):
-            batch = self._session_batch(feed)
+            batch = self._session_batch(feed, train_set)
             loss = simulator_update(
                 self.simulator,
                 optimizer,
@@ -307,7 +361,9 @@ class DoublyRobustMixin:
     def training_loss(self, batch: Batch) -> Tuple[torch.Tensor, Dict[str, float]]:
         if not self._simulator_ready:  # Algorithm 1: simulator first, once
             self.prepare_simulator()
-        return super().training_loss(batch)
+        loss, parts = super().training_loss(batch)
+        parts["clicks_per_list"] = float(batch.labels.sum(-1).mean())
+        return loss, parts
 
     def ranking_loss(
         self, batch: Batch, scores: torch.Tensor, weights: torch.Tensor

@@ -1,0 +1,125 @@
+"""MULTR's simulator phase: its click stream, held-out queries, early stopping, resume, fingerprints."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import REPO_ROOT
+
+ultra = pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+
+from ultra_multr.algorithms import multr as multr_module  # noqa: E402
+from ultra_multr.algorithms.multr import MULTR  # noqa: E402
+from ultra_multr.feeds import ClickLogFeed, ClickSimulationFeed, query_subset  # noqa: E402
+
+CASCADE = os.path.join(REPO_ROOT, "settings", "click_models", "cascade_eps0.1_ymax4.json")
+FRESH = "ultra_multr.feeds.ClickSimulationFeed"
+LOG = "ultra_multr.feeds.ClickLogFeed"
+
+
+def build(data_dir, hparams, feed=FRESH, feed_hparams="click_model_json=%s,seed=3" % CASCADE):
+    """MULTR wired as main.py wires it (its training set padded, then the model)."""
+    data = ultra.utils.read_data(data_dir, "train", None, 0)
+    data.pad(data.rank_list_size)
+    settings = {
+        "train_input_feed": feed,
+        "train_input_hparams": feed_hparams,
+        "ranking_model": "ultra.ranking_model.DNN",
+        "ranking_model_hparams": "hidden_layer_sizes=[16]",
+        "learning_algorithm": "ultra_multr.MULTR",
+        "learning_algorithm_hparams": hparams,
+        "metrics": ["ndcg"],
+        "metrics_topn": [10],
+        "max_candidate_num": data.rank_list_size,
+        "selection_bias_cutoff": 10,
+    }
+    return MULTR(data, settings), data
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """Every get_batch of our feeds: (data set, check_validation, original query ids [B], clicks [B, N])."""
+    calls = []
+    original = ClickSimulationFeed.get_batch
+
+    def spy(self, data_set, check_validation=False, data_format="ULTRA"):
+        input_feed, info = original(self, data_set, check_validation, data_format)
+        rows = np.asarray(info["rank_list_idxs"])
+        queries = data_set.subset_queries[rows] if hasattr(data_set, "subset_queries") else rows
+        calls.append((data_set, check_validation, queries, np.asarray(info["click_list"])))
+        return input_feed, info
+
+    monkeypatch.setattr(ClickSimulationFeed, "get_batch", spy)
+    return calls
+
+
+def split_calls(model, calls):
+    train, heldout = model.split_queries()
+    by_set = {}
+    for data_set, check, queries, clicks in calls:
+        by_set.setdefault(id(data_set), []).append((data_set, check, queries, clicks))
+    assert len(by_set) == 2
+    groups = {}
+    for entries in by_set.values():
+        key = "train" if np.array_equal(entries[0][0].subset_queries, train) else "heldout"
+        assert np.array_equal(entries[0][0].subset_queries, train if key == "train" else heldout)
+        groups[key] = entries
+    return groups
+
+
+@pytest.mark.parametrize("feed, feed_hparams", [
+    (FRESH, "click_model_json=%s,seed=3" % CASCADE),
+    (LOG, "click_model_json=%s,seed=3,sessions_per_query=2" % CASCADE),
+])
+def test_simulator_learns_from_the_rankers_stream_and_never_from_heldout_queries(
+    synthetic_data_dir, drawn, feed, feed_hparams
+):
+    model, data = build(
+        synthetic_data_dir, "seed=1,sample_num=1,simulator_steps=6,simulator_batch_size=16,"
+        "simulator_heldout_batches=2,simulator_heldout_fraction=0.2", feed, feed_hparams,
+    )
+    model.prepare_simulator()
+    groups = split_calls(model, drawn)
+    train, heldout = model.split_queries()
+    assert len(heldout) == 12 and len(train) == 48 and not set(train) & set(heldout)
+    assert len(groups["train"]) == 6 and len(groups["heldout"]) == 2
+    for entries in groups.values():
+        for _, check_validation, _, clicks in entries:
+            assert check_validation and (clicks.sum(axis=1) > 0).all()  # the ranker's rule
+    train_seen = np.concatenate([q for _, _, q, _ in groups["train"]])
+    heldout_seen = np.concatenate([q for _, _, q, _ in groups["heldout"]])
+    assert set(train_seen) <= set(train) and set(heldout_seen) <= set(heldout)
+    if feed == LOG:  # every session is one of main.py's logged sessions of its query
+        main_feed = ClickLogFeed(model, 16, feed_hparams)
+        log = main_feed.click_log(main_feed.arrays_for(data)).astype(np.float32)
+        for entries in groups.values():
+            for _, _, queries, clicks in entries:
+                n = clicks.shape[1]
+                assert all((log[q][:, :n] == c).all(axis=1).any() for q, c in zip(queries, clicks))
+
+
+def test_heldout_split_is_seeded_and_refuses_a_too_small_data_set(synthetic_data_dir):
+    model, data = build(synthetic_data_dir, "seed=1,simulator_heldout_fraction=0.1")
+    again, _ = build(synthetic_data_dir, "seed=1,simulator_heldout_fraction=0.1")
+    other, _ = build(synthetic_data_dir, "seed=2,simulator_heldout_fraction=0.1")
+    assert all(np.array_equal(a, b) for a, b in zip(model.split_queries(), again.split_queries()))
+    assert not np.array_equal(model.split_queries()[1], other.split_queries()[1])
+    model._train_set = query_subset(data, [4])
+    with pytest.raises(ValueError, match="simulator_heldout_fraction=0.1 of 1 training queries"):
+        model.split_queries()
+
+
+def test_query_subset_views_keep_the_full_logs_sessions(synthetic_data_dir):
+    model, data = build(synthetic_data_dir, "seed=1")
+    hparams = "click_model_json=%s,seed=3,sessions_per_query=3" % CASCADE
+    feed = ClickLogFeed(model, 8, hparams)
+    view = query_subset(data, [7, 2, 30])
+    assert [view.qids[i] for i in range(3)] == [data.qids[7], data.qids[2], data.qids[30]]
+    full_log = feed.click_log(feed.arrays_for(data))
+    view_log = ClickLogFeed(model, 8, hparams).click_log(feed.arrays_for(view))
+    assert np.array_equal(view_log, full_log[[7, 2, 30]])
+    with pytest.raises(ValueError, match="query_subset: need 1 or more query indices in \\[0, 60\\)"):
+        query_subset(data, [60])
