@@ -13,6 +13,7 @@ ultra = pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
 
 from ultra_multr.algorithms import multr as multr_module  # noqa: E402
 from ultra_multr.algorithms.multr import MULTR  # noqa: E402
+from ultra_multr.data.synthetic import write_synthetic_ultra_dataset  # noqa: E402
 from ultra_multr.feeds import ClickLogFeed, ClickSimulationFeed, query_subset  # noqa: E402
 
 CASCADE = os.path.join(REPO_ROOT, "settings", "click_models", "cascade_eps0.1_ymax4.json")
@@ -123,3 +124,93 @@ def test_query_subset_views_keep_the_full_logs_sessions(synthetic_data_dir):
     assert np.array_equal(view_log, full_log[[7, 2, 30]])
     with pytest.raises(ValueError, match="query_subset: need 1 or more query indices in \\[0, 60\\)"):
         query_subset(data, [60])
+
+
+# -- early stopping, resume, fingerprints ----------------------------------
+
+SMALL = "seed=1,sample_num=1,simulator_batch_size=8,simulator_heldout_batches=1,simulator_input_mlp=[8],simulator_hidden_size=8"
+
+
+def parameters(model):
+    return {k: v.clone() for k, v in model.simulator.state_dict().items()}
+
+
+def test_early_stopping_stops_on_a_plateau_and_keeps_the_best_state(synthetic_data_dir, monkeypatch):
+    model, _ = build(synthetic_data_dir, SMALL + ",simulator_steps=100,simulator_eval_every=2,simulator_patience=2")
+    scores = iter([-3.0, -2.0, -2.5, -2.1])  # best at the 2nd evaluation (step 4), then a plateau
+    states, steps = [], []
+    real = model.simulator_log_likelihood
+
+    def scripted(batches):
+        states.append(parameters(model))
+        value = next(scores, None)
+        return (value, []) if value is not None else real(batches)
+
+    original_update = multr_module.simulator_update
+
+    def counting_update(*args):
+        steps.append(args[-1])
+        return original_update(*args)
+
+    monkeypatch.setattr(model, "simulator_log_likelihood", scripted)
+    monkeypatch.setattr(multr_module, "simulator_update", counting_update)
+    model.prepare_simulator()
+    assert steps == list(range(1, 9))  # evaluations at 2, 4, 6, 8; patience 2 ends it at 8
+    final = parameters(model)
+    assert all(torch.equal(final[k], states[1][k]) for k in final)
+    assert not all(torch.equal(final[k], states[3][k]) for k in final)
+
+
+def test_killed_pretraining_resumes_and_ends_like_an_uninterrupted_run(synthetic_data_dir, tmp_path, monkeypatch, caplog):
+    hparams = SMALL + ",simulator_steps=9,simulator_eval_every=3,simulator_patience=2,simulator_checkpoint=%s"
+    whole, _ = build(synthetic_data_dir, hparams % (tmp_path / "whole.ckpt"))
+    whole.prepare_simulator()
+
+    killed, _ = build(synthetic_data_dir, hparams % (tmp_path / "killed.ckpt"))
+    original_update = multr_module.simulator_update
+
+    def dies_at_step_8(*args):
+        if args[-1] == 8:
+            raise KeyboardInterrupt
+        return original_update(*args)
+
+    monkeypatch.setattr(multr_module, "simulator_update", dies_at_step_8)
+    with pytest.raises(KeyboardInterrupt):
+        killed.prepare_simulator()
+    assert os.path.exists(tmp_path / "killed.ckpt.partial") and not os.path.exists(tmp_path / "killed.ckpt")
+    monkeypatch.setattr(multr_module, "simulator_update", original_update)
+
+    resumed, _ = build(synthetic_data_dir, hparams % (tmp_path / "killed.ckpt"))
+    with caplog.at_level("INFO"):
+        resumed.prepare_simulator()
+    assert "resuming from %s at step 6" % (tmp_path / "killed.ckpt.partial") in caplog.text
+    expected, got = parameters(whole), parameters(resumed)
+    assert all(torch.equal(expected[k], got[k]) for k in expected)
+    assert torch.equal(whole.generator.get_state(), resumed.generator.get_state())
+    assert not os.path.exists(tmp_path / "killed.ckpt.partial")
+
+
+def test_a_checkpoint_of_other_data_or_click_model_is_retrained_or_refused_when_pinned(
+    synthetic_data_dir, tmp_path, caplog
+):
+    click_model = tmp_path / "cascade.json"
+    with open(CASCADE) as handle:
+        click_model.write_text(handle.read())
+    feed_hparams = "click_model_json=%s,seed=3" % click_model
+    pinned = SMALL + ",simulator_steps=2,simulator_checkpoint=%s" % (tmp_path / "sim.ckpt")
+    build(synthetic_data_dir, pinned, feed_hparams=feed_hparams)[0].prepare_simulator()
+    with caplog.at_level("INFO"):
+        build(synthetic_data_dir, pinned, feed_hparams=feed_hparams)[0].prepare_simulator()
+    assert "reusing" in caplog.text
+
+    click_model.write_text(click_model.read_text().replace("0.1", "0.2", 1))  # same path, other content
+    with pytest.raises(ValueError, match="learned from other data or another click model \\(click_model_fingerprint"):
+        build(synthetic_data_dir, pinned, feed_hparams=feed_hparams)[0].prepare_simulator()
+
+    other_data = write_synthetic_ultra_dataset(str(tmp_path / "other"), seed=9)
+    unpinned, _ = build(other_data, SMALL + ",simulator_steps=2", feed_hparams=feed_hparams)
+    unpinned.simulator_checkpoint = str(tmp_path / "sim.ckpt")  # where main.py's --model_dir would put it
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        unpinned.prepare_simulator()
+    assert "differs in" in caplog.text and "data_fingerprint" in caplog.text and "training a new one" in caplog.text

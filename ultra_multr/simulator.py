@@ -547,6 +547,49 @@ def simulator_update(
     return value
 
 
+@dataclass
+class EarlyStopping:
+    """Tracks the best held-out log-likelihood; stops after ``patience``
+    evaluations without improvement (``patience`` 0: never stops).
+
+    Attributes:
+        best: best held-out log-likelihood so far (-inf before the first).
+        best_step: the step it was measured at (0: none yet).
+        bad_evals: evaluations since the last improvement.
+    """
+
+    patience: int
+    best: float = -math.inf
+    best_step: int = 0
+    bad_evals: int = 0
+
+    def update(self, value: float, step: int) -> bool:
+        """Record one evaluation; True when it improves on the best."""
+        if value > self.best:
+            self.best, self.best_step, self.bad_evals = value, step, 0
+            return True
+        self.bad_evals += 1
+        return False
+
+    @property
+    def stop(self) -> bool:
+        return self.patience > 0 and self.bad_evals >= self.patience
+
+
+def save_training_state(path: str, state: Dict) -> None:
+    """Write an intermediate training state (tensors, numbers, dicts) to
+    ``path`` via a temporary file."""
+    atomic_write_file(path, lambda tmp_path: torch.save(state, tmp_path))
+
+
+def load_training_state(path: str) -> Dict:
+    """Inverse of :func:`save_training_state`, on the CPU."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, ValueError, EOFError) as error:
+        raise ValueError("%s is not a simulator training state (%s)" % (path, error)) from None
+
+
 def save_simulator(path: str, simulator: ContextAwareUserSimulator, metadata: Dict) -> None:
     """Save config, weights and ``metadata`` to ``path`` via a temporary file."""
     payload = {
