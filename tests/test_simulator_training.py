@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from conftest import REPO_ROOT
+from test_multr_ultra import build as build_with_feed
 
 ultra = pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
 
 from ultra_multr.algorithms import multr as multr_module  # noqa: E402
-from ultra_multr.algorithms.multr import MULTR  # noqa: E402
 from ultra_multr.data.synthetic import write_synthetic_ultra_dataset  # noqa: E402
 from ultra_multr.feeds import ClickLogFeed, ClickSimulationFeed, query_subset  # noqa: E402
 
@@ -22,22 +22,9 @@ LOG = "ultra_multr.feeds.ClickLogFeed"
 
 
 def build(data_dir, hparams, feed=FRESH, feed_hparams="click_model_json=%s,seed=3" % CASCADE):
-    """MULTR wired as main.py wires it (its training set padded, then the model)."""
-    data = ultra.utils.read_data(data_dir, "train", None, 0)
-    data.pad(data.rank_list_size)
-    settings = {
-        "train_input_feed": feed,
-        "train_input_hparams": feed_hparams,
-        "ranking_model": "ultra.ranking_model.DNN",
-        "ranking_model_hparams": "hidden_layer_sizes=[16]",
-        "learning_algorithm": "ultra_multr.MULTR",
-        "learning_algorithm_hparams": hparams,
-        "metrics": ["ndcg"],
-        "metrics_topn": [10],
-        "max_candidate_num": data.rank_list_size,
-        "selection_bias_cutoff": 10,
-    }
-    return MULTR(data, settings), data
+    """MULTR wired as main.py wires it, and its (padded) training set."""
+    model, _, data = build_with_feed(data_dir, hparams, feed=feed, feed_hparams=feed_hparams)
+    return model, data
 
 
 @pytest.fixture
