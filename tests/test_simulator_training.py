@@ -201,3 +201,12 @@ def test_a_checkpoint_of_other_data_or_click_model_is_retrained_or_refused_when_
     with caplog.at_level("INFO"):
         unpinned.prepare_simulator()
     assert "differs in" in caplog.text and "data_fingerprint" in caplog.text and "training a new one" in caplog.text
+
+
+def test_progress_is_logged_by_time_as_well_as_by_steps(synthetic_data_dir, monkeypatch, caplog):
+    model, _ = build(synthetic_data_dir, SMALL + ",simulator_steps=3,simulator_eval_every=10,simulator_log_every=0")
+    monkeypatch.setattr(multr_module, "LOG_SECONDS", 0.0)
+    with caplog.at_level("INFO"):
+        model.prepare_simulator()
+    assert "step 1/3 loss" in caplog.text and "step 2/3 loss" in caplog.text
+    assert "step 3/3 loss" in caplog.text and "held-out click log-likelihood" in caplog.text

@@ -286,7 +286,8 @@ class DoublyRobustMixin:
                 steps = 0
             elif self.hparams.simulator_checkpoint and set(differ) & set(FINGERPRINTS):
                 raise ValueError(
-                    "simulator_checkpoint=%s learned from other data or another click model (%s differ); "
+                    "simulator_checkpoint=%s learned from other data or another click model (%s differ or "
+                    "are missing); "
                     "remove it or point simulator_checkpoint elsewhere to train a new one"
                     % (path, ", ".join(sorted(set(differ) & set(FINGERPRINTS))))
                 )
