@@ -29,7 +29,7 @@ def build(data_dir, hparams, feed=FRESH, feed_hparams="click_model_json=%s,seed=
 
 @pytest.fixture
 def drawn(monkeypatch):
-    """Every get_batch of our feeds: (data set, check_validation, original query ids [B], clicks [B, N])."""
+    """Every get_batch of our feeds: (feed, data set, check_validation, query ids in the full set [B], clicks [B, N])."""
     calls = []
     original = ClickSimulationFeed.get_batch
 
@@ -37,67 +37,78 @@ def drawn(monkeypatch):
         input_feed, info = original(self, data_set, check_validation, data_format)
         rows = np.asarray(info["rank_list_idxs"])
         queries = data_set.subset_queries[rows] if hasattr(data_set, "subset_queries") else rows
-        calls.append((data_set, check_validation, queries, np.asarray(info["click_list"])))
+        calls.append((self, data_set, check_validation, queries, np.asarray(info["click_list"])))
         return input_feed, info
 
     monkeypatch.setattr(ClickSimulationFeed, "get_batch", spy)
     return calls
 
 
-def split_calls(model, calls):
-    train, heldout = model.split_queries()
-    by_set = {}
-    for data_set, check, queries, clicks in calls:
-        by_set.setdefault(id(data_set), []).append((data_set, check, queries, clicks))
-    assert len(by_set) == 2
-    groups = {}
-    for entries in by_set.values():
-        key = "train" if np.array_equal(entries[0][0].subset_queries, train) else "heldout"
-        assert np.array_equal(entries[0][0].subset_queries, train if key == "train" else heldout)
-        groups[key] = entries
-    return groups
+def heldout_and_training_calls(calls):
+    """The simulator draws its held-out batches first, from their own feed."""
+    heldout_feed = calls[0][0]
+    return [c for c in calls if c[0] is heldout_feed], [c for c in calls if c[0] is not heldout_feed]
 
 
-@pytest.mark.parametrize("feed, feed_hparams", [
-    (FRESH, "click_model_json=%s,seed=3" % CASCADE),
-    (LOG, "click_model_json=%s,seed=3,sessions_per_query=2" % CASCADE),
-])
-def test_simulator_learns_from_the_rankers_stream_and_never_from_heldout_queries(
-    synthetic_data_dir, drawn, feed, feed_hparams
-):
-    model, data = build(
-        synthetic_data_dir, "seed=1,sample_num=1,simulator_steps=6,simulator_batch_size=16,"
-        "simulator_heldout_batches=2,simulator_heldout_fraction=0.2", feed, feed_hparams,
-    )
+HPARAMS = "seed=1,sample_num=1,simulator_steps=6,simulator_batch_size=16,simulator_heldout_batches=2"
+
+
+def test_simulator_learns_from_the_rankers_fresh_clicks_and_is_measured_on_another_stream(synthetic_data_dir, drawn):
+    model, data = build(synthetic_data_dir, HPARAMS)
     model.prepare_simulator()
-    groups = split_calls(model, drawn)
-    train, heldout = model.split_queries()
-    assert len(heldout) == 12 and len(train) == 48 and not set(train) & set(heldout)
-    assert len(groups["train"]) == 6 and len(groups["heldout"]) == 2
-    for entries in groups.values():
-        for _, check_validation, _, clicks in entries:
-            assert check_validation and (clicks.sum(axis=1) > 0).all()  # the ranker's rule
-    train_seen = np.concatenate([q for _, _, q, _ in groups["train"]])
-    heldout_seen = np.concatenate([q for _, _, q, _ in groups["heldout"]])
-    assert set(train_seen) <= set(train) and set(heldout_seen) <= set(heldout)
-    if feed == LOG:  # every session is one of main.py's logged sessions of its query
-        main_feed = ClickLogFeed(model, 16, feed_hparams)
-        log = main_feed.click_log(main_feed.arrays_for(data)).astype(np.float32)
-        for entries in groups.values():
-            for _, _, queries, clicks in entries:
-                n = clicks.shape[1]
-                assert all((log[q][:, :n] == c).all(axis=1).any() for q, c in zip(queries, clicks))
+    heldout, training = heldout_and_training_calls(drawn)
+    assert len(heldout) == 2 and len(training) == 6
+    for _, data_set, check_validation, _, clicks in drawn:
+        assert data_set is data  # main.py's training set, every query
+        assert check_validation and (clicks.sum(axis=1) > 0).all()  # the ranker's rule: no click-less session
+    main_feed = ClickSimulationFeed(model, 16, model.exp_settings["train_input_hparams"])
+    main_queries = [main_feed.get_batch(data, check_validation=True)[1]["rank_list_idxs"] for _ in range(2)]
+    assert [list(c[3]) for c in training[:2]] == main_queries  # main.py's feed and seed
+    assert [list(c[3]) for c in heldout] != main_queries  # held-out sessions: another seed stream
 
 
-def test_heldout_split_is_seeded_and_refuses_a_too_small_data_set(synthetic_data_dir):
+def test_simulator_never_trains_on_heldout_sessions_of_a_fixed_log(synthetic_data_dir, drawn):
+    hparams = "click_model_json=%s,seed=3,sessions_per_query=3" % CASCADE
+    model, data = build(synthetic_data_dir, HPARAMS + ",simulator_heldout_fraction=0.3", LOG, hparams)
+    model.prepare_simulator()
+    held = model.heldout_sessions(3)
+    assert held.sum() == 54  # 30 % of the 60 x 3 logged sessions
+    main_feed = ClickLogFeed(model, 16, hparams)
+    log = main_feed.click_log(main_feed.arrays_for(data)).astype(np.float32)  # main.py's log
+    heldout, training = heldout_and_training_calls(drawn)
+    for calls, allowed in ((heldout, held), (training, ~held)):
+        for _, _, check_validation, queries, clicks in calls:
+            assert check_validation and (clicks.sum(axis=1) > 0).all()
+            n = clicks.shape[1]
+            assert all((log[q][allowed[q]][:, :n] == c).all(axis=1).any() for q, c in zip(queries, clicks))
+
+
+def test_a_views_log_feed_draws_only_its_sessions_and_all_of_them(synthetic_data_dir):
+    model, data = build(synthetic_data_dir, "seed=1")
+    feed = ClickLogFeed(model, 64, "click_model_json=%s,seed=3,sessions_per_query=4" % CASCADE)
+    arrays = feed.arrays_for(data)
+    arrays.click_log = np.zeros((60, 4, arrays.mask.shape[1]), dtype=bool)
+    arrays.click_log[:, np.arange(4), np.arange(4)] = True  # session k clicks position k
+    allowed = np.zeros((60, 4), dtype=bool)
+    allowed[::2, 1] = allowed[::2, 3] = allowed[1::2, 0] = True
+    view = query_subset(data, np.arange(60), allowed)
+    seen = np.zeros((60, 4), dtype=bool)
+    for _ in range(20):
+        _, info = feed.get_batch(view)
+        for q, clicks in zip(info["rank_list_idxs"], info["click_list"]):
+            seen[q, int(np.argmax(clicks))] = True
+    assert not (seen & ~allowed).any() and seen[allowed].mean() > 0.9
+
+
+def test_heldout_sessions_are_seeded_and_a_too_small_log_is_refused(synthetic_data_dir):
     model, data = build(synthetic_data_dir, "seed=1,simulator_heldout_fraction=0.1")
     again, _ = build(synthetic_data_dir, "seed=1,simulator_heldout_fraction=0.1")
     other, _ = build(synthetic_data_dir, "seed=2,simulator_heldout_fraction=0.1")
-    assert all(np.array_equal(a, b) for a, b in zip(model.split_queries(), again.split_queries()))
-    assert not np.array_equal(model.split_queries()[1], other.split_queries()[1])
+    assert np.array_equal(model.heldout_sessions(2), again.heldout_sessions(2))
+    assert not np.array_equal(model.heldout_sessions(2), other.heldout_sessions(2))
     model._train_set = query_subset(data, [4])
-    with pytest.raises(ValueError, match="simulator_heldout_fraction=0.1 of 1 training queries"):
-        model.split_queries()
+    with pytest.raises(ValueError, match="simulator_heldout_fraction=0.1 of a click log of 1 sessions"):
+        model.heldout_sessions(1)
 
 
 def test_query_subset_views_keep_the_full_logs_sessions(synthetic_data_dir):

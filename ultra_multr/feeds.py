@@ -22,10 +22,11 @@ list's clicks uniformly from its query's logged sessions; K = 0 means fresh
 clicks every time.
 
 :func:`query_subset` gives a view of a data set with some of its queries
-(what MULTR's user simulator trains and is evaluated on); every feed here and
-ULTRA's own feeds accept it, and a :class:`ClickLogFeed` takes a view's log
-from the full data set's log, so a query's logged sessions are the same in
-the view and in the full data set.
+and, for a :class:`ClickLogFeed`, some of their logged sessions
+(:func:`session_subset`; what MULTR's user simulator trains and is measured
+on).  Every feed here and ULTRA's own feeds accept it, and a
+:class:`ClickLogFeed` takes a view's log from the full data set's log, so a
+query's logged sessions are the same in the view and in the full data set.
 
 The input feed: ``letor_features`` [D, F] float32, the real documents of the
 batch; per position i, ``docid_input{i}`` [B] float32 row indices into it
@@ -159,16 +160,23 @@ def query_arrays(data_set: Any, n_positions: int) -> QueryArrays:
     )
 
 
-def query_subset(data_set: Any, queries: Sequence[int]) -> Raw_data:
+def query_subset(data_set: Any, queries: Sequence[int], sessions: Optional[np.ndarray] = None) -> Raw_data:
     """A view of a ULTRA Raw_data with only the given queries, in that order.
 
     The per-query lists (:data:`PER_QUERY_ATTRIBUTES`, where the data set has
     one entry per query) are subset; features, document ids and sizes are
-    shared with ``data_set``.  The view records ``subset_of`` (``data_set``)
-    and ``subset_queries`` ([Q'] int64 query indices into it).
+    shared with ``data_set``.  The view records ``subset_of`` (``data_set``),
+    ``subset_queries`` ([Q'] int64 query indices into it) and
+    ``subset_sessions`` (``sessions``).
+
+    Args:
+        sessions: [Q', K] bool, which of each query's K logged sessions a
+            :class:`ClickLogFeed` may draw in the view (None: all); every
+            query needs one.
 
     Raises:
-        ValueError: an index outside the data set, or no query at all.
+        ValueError: an index outside the data set, no query at all, or a
+            query without a session.
     """
     queries = np.asarray(queries, dtype=np.int64).reshape(-1)
     n_queries = len(data_set.initial_list)
@@ -184,9 +192,25 @@ def query_subset(data_set: Any, queries: Sequence[int]) -> Raw_data:
         values = getattr(data_set, name, None)
         if values is not None and len(values) == n_queries:
             setattr(view, name, [values[q] for q in queries])
+    if sessions is not None:
+        sessions = np.asarray(sessions, dtype=bool)
+        if sessions.ndim != 2 or sessions.shape[0] != queries.size or not sessions.any(axis=1).all():
+            raise ValueError(
+                "query_subset: sessions must be [%d, K] bool with a session for every query, got shape %s"
+                % (queries.size, sessions.shape)
+            )
     view.subset_of = data_set
     view.subset_queries = queries
+    view.subset_sessions = sessions
     return view
+
+
+def session_subset(data_set: Any, sessions: np.ndarray) -> Raw_data:
+    """The :func:`query_subset` view of the queries with at least one of the
+    given logged sessions. sessions: [Q, K] bool over every query."""
+    sessions = np.asarray(sessions, dtype=bool)
+    queries = np.flatnonzero(sessions.any(axis=1))
+    return query_subset(data_set, queries, sessions[queries])
 
 
 def data_fingerprint(data_set: Any) -> str:
@@ -403,5 +427,17 @@ class ClickLogFeed(ClickSimulationFeed):
     def clicks_for(self, arrays, query_idx):
         if self.click_model is None or self.hparams.sessions_per_query == 0:
             return super().clicks_for(arrays, query_idx)
-        pick = torch.randint(self.hparams.sessions_per_query, (len(query_idx),), generator=self.generator).numpy()
+        allowed = getattr(arrays.data_set, "subset_sessions", None)
+        if allowed is None:
+            pick = torch.randint(self.hparams.sessions_per_query, (len(query_idx),), generator=self.generator).numpy()
+        else:  # uniform over the view's sessions of each query
+            if allowed.shape[1] != self.hparams.sessions_per_query:
+                raise ValueError(
+                    "%s: the data set view allows sessions of a log of %d per query, the feed's log has %d"
+                    % (type(self).__name__, allowed.shape[1], self.hparams.sessions_per_query)
+                )
+            allowed = allowed[query_idx]
+            uniform = torch.rand(len(query_idx), generator=self.generator, dtype=torch.float64).numpy()
+            rank = (uniform * allowed.sum(axis=1)).astype(np.int64)
+            pick = (np.cumsum(allowed, axis=1) > rank[:, None]).argmax(axis=1)
         return self.click_log(arrays)[query_idx, pick].astype(np.float32)

@@ -7,11 +7,12 @@ Algorithm 1 of the paper inside ULTRA's unmodified ``main.py``:
    main.py trains the ranker on: the same feed class and hyper-parameters
    (for a fixed click log, the same log) and the same rule for sessions
    without a click (dropped, ``check_validation=True``), so the simulator
-   models the clicks the doubly-robust correction subtracts from.  A seeded
-   ``simulator_heldout_fraction`` of the training queries is held out: the
-   simulator trains on the other queries and is measured on sessions of the
-   held-out ones (a second feed, another seed stream; for a fixed log, those
-   queries' logged sessions).  Every ``simulator_eval_every`` steps it
+   models the clicks the doubly-robust correction subtracts from.  It is
+   measured on held-out sessions of the same training queries (the queries
+   it will produce pseudo clicks for): with fresh clicks, new draws from a
+   second feed with another seed stream; with a fixed click log, a seeded
+   ``simulator_heldout_fraction`` of the logged sessions, which it never
+   trains on.  Every ``simulator_eval_every`` steps it
    measures the held-out click log-likelihood, keeps the best state, stops
    after ``simulator_patience`` evaluations without improvement
    (``simulator_steps`` is the cap) and writes ``<checkpoint>.partial``, from
@@ -66,7 +67,7 @@ import copy
 import os
 import time
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -76,7 +77,7 @@ from .. import losses
 from ..compat import runtime
 from ..compat.runtime import Batch
 from ..config import require
-from ..feeds import click_model_fingerprint, data_fingerprint, query_subset
+from ..feeds import click_model_fingerprint, data_fingerprint, session_subset
 from ..randomization import random_permutations, to_document_order
 from ..simulator import (
     CELLS,
@@ -127,9 +128,11 @@ class DoublyRobustConfig(AlgorithmConfig):
             fed to the decoder in training (paper: 1.0).
         simulator_checkpoint: where to save / load the simulator (empty:
             beside the ranker's checkpoint in main.py's --model_dir).
-        simulator_heldout_fraction: share of the training queries held out
-            from the simulator (at least one query) to measure its click
-            log-likelihood on their sessions.
+        simulator_heldout_fraction: with a fixed click log
+            (ClickLogFeed's sessions_per_query > 0), the share of its
+            logged sessions held out from the simulator (at least one) to
+            measure its click log-likelihood; with fresh clicks, held-out
+            sessions are new draws from another seed stream instead.
         simulator_heldout_batches: batches of held-out sessions that
             measure the simulator's click log-likelihood.
         simulator_eval_every: measure the held-out log-likelihood (and write
@@ -307,25 +310,46 @@ class DoublyRobustMixin:
             parameter.requires_grad_(False)
         self._simulator_ready = True
 
-    def split_queries(self) -> Tuple[np.ndarray, np.ndarray]:
-        """(training, held-out) query indices [Q - Q_h], [Q_h] of the
-        training set, sorted; Q_h = max(1, round(simulator_heldout_fraction
-        * Q)), drawn from the seed (seed 0 when none is set).
+    def heldout_sessions(self, sessions_per_query: int) -> np.ndarray:
+        """[Q, K] bool: the logged sessions held out from the simulator, a
+        seeded (seed 0 when none is set) ``max(1, round(fraction * Q * K))``
+        of the Q * K (query, session) pairs of a fixed click log.
 
         Raises:
-            ValueError: fewer than two training queries.
+            ValueError: no session would be left to train on.
         """
         n_queries = len(self._train_set.initial_list)
+        n_sessions = n_queries * sessions_per_query
         fraction = self.hparams.simulator_heldout_fraction
-        n_heldout = max(1, int(round(fraction * n_queries)))
-        if n_queries - n_heldout < 1:
+        n_heldout = max(1, int(round(fraction * n_sessions)))
+        if n_sessions - n_heldout < 1:
             raise ValueError(
-                "simulator_heldout_fraction=%g of %d training queries leaves no query to train the user "
-                "simulator on; it needs at least 2 training queries" % (fraction, n_queries)
+                "simulator_heldout_fraction=%g of a click log of %d sessions (%d queries x sessions_per_query=%d) "
+                "leaves no session to train the user simulator on; it needs at least 2 sessions"
+                % (fraction, n_sessions, n_queries, sessions_per_query)
             )
         seed = self.hparams.seed or 0
-        order = np.random.default_rng(np.random.SeedSequence([seed, HELDOUT_SPLIT_STREAM])).permutation(n_queries)
-        return np.sort(order[n_heldout:]), np.sort(order[:n_heldout])
+        order = np.random.default_rng(np.random.SeedSequence([seed, HELDOUT_SPLIT_STREAM])).permutation(n_sessions)
+        heldout = np.zeros(n_sessions, dtype=bool)
+        heldout[order[:n_heldout]] = True
+        return heldout.reshape(n_queries, sessions_per_query)
+
+    def simulator_data(self, feed) -> Tuple[Any, Any]:
+        """(training, held-out) data sets of the simulator, for a new instance
+        ``feed`` of main.py's training feed.
+
+        With a fixed click log (``sessions_per_query`` K > 0 of a
+        :class:`~ultra_multr.feeds.ClickLogFeed`), :meth:`heldout_sessions`
+        are held out: two :func:`~ultra_multr.feeds.session_subset` views
+        with disjoint logged sessions.  With fresh clicks every session is a
+        new draw: both are the training set, and the held-out sessions come
+        from a feed with another seed stream (:meth:`_click_feed`).
+        """
+        sessions_per_query = getattr(getattr(feed, "hparams", None), "sessions_per_query", 0)
+        if not sessions_per_query or getattr(feed, "click_model", None) is None:
+            return self._train_set, self._train_set
+        heldout = self.heldout_sessions(sessions_per_query)
+        return session_subset(self._train_set, ~heldout), session_subset(self._train_set, heldout)
 
     def _click_feed(self, stream: int = 0):
         """A new instance of main.py's training feed (class and hparams) for
@@ -398,10 +422,8 @@ class DoublyRobustMixin:
         a killed run resumes and ends as an uninterrupted one would.
         """
         config = self.hparams
-        train_queries, heldout_queries = self.split_queries()
-        train_set = query_subset(self._train_set, train_queries)
-        heldout_set = query_subset(self._train_set, heldout_queries)
         feed, heldout_feed = self._click_feed(), self._click_feed(HELDOUT_FEED_STREAM)
+        train_set, heldout_set = self.simulator_data(feed)
         heldout = [self._session_batch(heldout_feed, heldout_set) for _ in range(config.simulator_heldout_batches)]
         parameters = self.simulator.parameters()
         if config.simulator_optimizer == "adam":
@@ -424,8 +446,9 @@ class DoublyRobustMixin:
             else:
                 LOGGER.info("user simulator: %s was written with other settings; starting over", partial_path)
         LOGGER.info(
-            "user simulator: training for at most %d steps of %d sessions on %d queries (%d held out)",
-            steps, config.simulator_batch_size, len(train_queries), len(heldout_queries),
+            "user simulator: training for at most %d steps of %d sessions of %d queries, held-out sessions of %d%s",
+            steps, config.simulator_batch_size, len(train_set.initial_list), len(heldout_set.initial_list),
+            "" if train_set is heldout_set else " (a share of the click log held out)",
         )
         last_log = time.monotonic()
         while step < steps and not stopping.stop:
@@ -449,9 +472,10 @@ class DoublyRobustMixin:
                     best_state = copy.deepcopy(self.simulator.state_dict())
                 LOGGER.info(
                     "user simulator: step %d/%d loss %.4f held-out click log-likelihood %.4f per session "
-                    "(best %.4f at step %d, %d/%d evaluations without improvement)",
+                    "(best %.4f at step %d, %s)",
                     step, steps, loss, heldout_ll, stopping.best, stopping.best_step,
-                    stopping.bad_evals, config.simulator_patience,
+                    "%d/%d evaluations without improvement" % (stopping.bad_evals, stopping.patience)
+                    if stopping.patience else "no early stopping",
                 )
                 if partial_path:
                     save_training_state(partial_path, {
