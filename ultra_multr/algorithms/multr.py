@@ -496,7 +496,7 @@ class DoublyRobustMixin:
                 last_log = time.monotonic()
         if best_state is not None:
             self.simulator.load_state_dict(best_state)
-            LOGGER.info("user simulator: stopped at step %d, keeping the best state (step %d)", step, stopping.best_step)
+            LOGGER.info("user simulator: ended at step %d; keeping the best held-out state (step %d)", step, stopping.best_step)
         heldout_ll, per_position = self.simulator_log_likelihood(heldout)
         return dict(
             metadata,
