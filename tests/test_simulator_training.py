@@ -221,3 +221,11 @@ def test_progress_is_logged_by_time_as_well_as_by_steps(synthetic_data_dir, monk
         model.prepare_simulator()
     assert "step 1/3 loss" in caplog.text and "step 2/3 loss" in caplog.text
     assert "step 3/3 loss" in caplog.text and "held-out click log-likelihood" in caplog.text
+
+
+def test_ranker_log_parts_count_real_and_pseudo_clicks_per_list(synthetic_data_dir):
+    model, feed, data = build_with_feed(synthetic_data_dir, "seed=1,sample_num=1,simulator_steps=0")
+    batch = model.batch(feed.get_batch(data, check_validation=True)[0], model.rank_list_size)
+    _, parts = model.training_loss(batch)
+    assert parts["clicks_per_list"] == pytest.approx(float(batch.labels.sum(-1).mean()))
+    assert parts["clicks_per_list"] >= 1.0 and "pseudo_clicks_per_list" in parts
