@@ -107,14 +107,12 @@ def test_missing_click_model_file_is_named(ultra_main, synthetic_data_dir, tmp_p
 
 # -- in-process checks ------------------------------------------------------
 
-def build(data_dir, hparams, seed_feed=0):
+def build(data_dir, hparams, seed_feed=0, feed="ultra_multr.feeds.ClickSimulationFeed", feed_hparams=None):
     """MULTR and a training feed, wired the way main.py wires them."""
-    from ultra_multr.feeds import ClickSimulationFeed
-
     data = ultra.utils.read_data(data_dir, "train", None, 0)
     settings = {
-        "train_input_feed": "ultra_multr.feeds.ClickSimulationFeed",
-        "train_input_hparams": "click_model_json=%s,seed=%d" % (CASCADE, seed_feed),
+        "train_input_feed": feed,
+        "train_input_hparams": feed_hparams or "click_model_json=%s,seed=%d" % (CASCADE, seed_feed),
         "ranking_model": "ultra.ranking_model.DNN",
         "ranking_model_hparams": "hidden_layer_sizes=[32,16]",
         "learning_algorithm": "ultra_multr.MULTR",
@@ -126,7 +124,7 @@ def build(data_dir, hparams, seed_feed=0):
     }
     data.pad(data.rank_list_size)
     model = MULTR(data, settings)
-    feed = ClickSimulationFeed(model, 16, settings["train_input_hparams"])
+    feed = ultra.utils.find_class(feed)(model, 16, settings["train_input_hparams"])
     return model, feed, data
 
 

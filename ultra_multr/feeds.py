@@ -21,24 +21,37 @@ every method trained with the same seed sees the same log) and draws each
 list's clicks uniformly from its query's logged sessions; K = 0 means fresh
 clicks every time.
 
+:func:`query_subset` gives a view of a data set with some of its queries
+and, for a :class:`ClickLogFeed`, some of their logged sessions
+(:func:`session_subset`; what MULTR's user simulator trains and is measured
+on).  Every feed here and ULTRA's own feeds accept it, and a
+:class:`ClickLogFeed` takes a view's log from the full data set's log, so a
+query's logged sessions are the same in the view and in the full data set.
+
 The input feed: ``letor_features`` [D, F] float32, the real documents of the
 batch; per position i, ``docid_input{i}`` [B] float32 row indices into it
 (D marks padding) and ``label{i}`` [B] float32 clicks (labels in oracle mode).
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from ultra.input_layer import BaseInputFeed
+from ultra.utils.data_utils import Raw_data
 
 from .config import parse_hparams, require
 from .ultra_click_models import UltraClickModel, load_click_model_file
 
 logger = logging.getLogger(__name__)
+
+#: Raw_data attributes with one entry per query (the rest is shared by views).
+PER_QUERY_ATTRIBUTES = ("initial_list", "qids", "labels", "initial_scores", "initial_list_lengths")
 
 #: Sessions sampled per call while building a click log (bounds memory when a
 #: click model needs [rows, N, F] features).
@@ -145,6 +158,80 @@ def query_arrays(data_set: Any, n_positions: int) -> QueryArrays:
         mask=mask,
         features=np.asarray(data_set.features, dtype=np.float32).reshape(len(data_set.features), -1),
     )
+
+
+def query_subset(data_set: Any, queries: Sequence[int], sessions: Optional[np.ndarray] = None) -> Raw_data:
+    """A view of a ULTRA Raw_data with only the given queries, in that order.
+
+    The per-query lists (:data:`PER_QUERY_ATTRIBUTES`, where the data set has
+    one entry per query) are subset; features, document ids and sizes are
+    shared with ``data_set``.  The view records ``subset_of`` (``data_set``),
+    ``subset_queries`` ([Q'] int64 query indices into it) and
+    ``subset_sessions`` (``sessions``).
+
+    Args:
+        sessions: [Q', K] bool, which of each query's K logged sessions a
+            :class:`ClickLogFeed` may draw in the view (None: all); every
+            query needs one.
+
+    Raises:
+        ValueError: an index outside the data set, no query at all, or a
+            query without a session.
+    """
+    queries = np.asarray(queries, dtype=np.int64).reshape(-1)
+    n_queries = len(data_set.initial_list)
+    if queries.size == 0 or queries.min() < 0 or queries.max() >= n_queries:
+        raise ValueError(
+            "query_subset: need 1 or more query indices in [0, %d) of %s, got %d (range %s)"
+            % (n_queries, _describe_data_set(data_set), queries.size,
+               (int(queries.min()), int(queries.max())) if queries.size else "empty")
+        )
+    view = Raw_data()
+    view.__dict__.update(data_set.__dict__)
+    for name in PER_QUERY_ATTRIBUTES:
+        values = getattr(data_set, name, None)
+        if values is not None and len(values) == n_queries:
+            setattr(view, name, [values[q] for q in queries])
+    if sessions is not None:
+        sessions = np.asarray(sessions, dtype=bool)
+        if sessions.ndim != 2 or sessions.shape[0] != queries.size or not sessions.any(axis=1).all():
+            raise ValueError(
+                "query_subset: sessions must be [%d, K] bool with a session for every query, got shape %s"
+                % (queries.size, sessions.shape)
+            )
+    view.subset_of = data_set
+    view.subset_queries = queries
+    view.subset_sessions = sessions
+    return view
+
+
+def session_subset(data_set: Any, sessions: np.ndarray) -> Raw_data:
+    """The :func:`query_subset` view of the queries with at least one of the
+    given logged sessions. sessions: [Q, K] bool over every query."""
+    sessions = np.asarray(sessions, dtype=bool)
+    queries = np.flatnonzero(sessions.any(axis=1))
+    return query_subset(data_set, queries, sessions[queries])
+
+
+def data_fingerprint(data_set: Any) -> str:
+    """SHA-256 of a ULTRA Raw_data's features, initial lists and labels
+    (one pass over the arrays; seconds for MQ2008)."""
+    digest = hashlib.sha256()
+    digest.update(np.asarray(data_set.features, dtype=np.float32).tobytes())
+    for lists, dtype in ((data_set.initial_list, np.int64), (data_set.labels, np.float32)):
+        digest.update(np.asarray([len(values) for values in lists], dtype=np.int64).tobytes())
+        for values in lists:
+            digest.update(np.asarray(values, dtype=dtype).tobytes())
+    return digest.hexdigest()
+
+
+def click_model_fingerprint(feed: Any) -> str:
+    """SHA-256 of the JSON content of a feed's click model ("none" without one,
+    e.g. in oracle mode)."""
+    click_model = getattr(feed, "click_model", None)
+    if click_model is None:
+        return "none"
+    return hashlib.sha256(json.dumps(click_model.getModelJson(), sort_keys=True).encode()).hexdigest()
 
 
 def _describe_data_set(data_set: Any) -> str:
@@ -320,7 +407,11 @@ class ClickLogFeed(ClickSimulationFeed):
 
     def click_log(self, arrays: QueryArrays) -> np.ndarray:
         """[Q, K, N] bool: the data set's log, sampled on first use from the
-        seed alone."""
+        seed alone; a :func:`query_subset` view's log is its rows of the
+        full data set's log."""
+        source = getattr(arrays.data_set, "subset_of", None)
+        if arrays.click_log is None and source is not None:
+            arrays.click_log = self.click_log(self.arrays_for(source))[arrays.data_set.subset_queries]
         if arrays.click_log is None:
             k = self.hparams.sessions_per_query
             generator = torch.Generator().manual_seed(self.log_seed)
@@ -336,5 +427,17 @@ class ClickLogFeed(ClickSimulationFeed):
     def clicks_for(self, arrays, query_idx):
         if self.click_model is None or self.hparams.sessions_per_query == 0:
             return super().clicks_for(arrays, query_idx)
-        pick = torch.randint(self.hparams.sessions_per_query, (len(query_idx),), generator=self.generator).numpy()
+        allowed = getattr(arrays.data_set, "subset_sessions", None)
+        if allowed is None:
+            pick = torch.randint(self.hparams.sessions_per_query, (len(query_idx),), generator=self.generator).numpy()
+        else:  # uniform over the view's sessions of each query
+            if allowed.shape[1] != self.hparams.sessions_per_query:
+                raise ValueError(
+                    "%s: the data set view allows sessions of a log of %d per query, the feed's log has %d"
+                    % (type(self).__name__, allowed.shape[1], self.hparams.sessions_per_query)
+                )
+            allowed = allowed[query_idx]
+            uniform = torch.rand(len(query_idx), generator=self.generator, dtype=torch.float64).numpy()
+            rank = (uniform * allowed.sum(axis=1)).astype(np.int64)
+            pick = (np.cumsum(allowed, axis=1) > rank[:, None]).argmax(axis=1)
         return self.click_log(arrays)[query_idx, pick].astype(np.float32)

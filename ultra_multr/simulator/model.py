@@ -1,4 +1,4 @@
-"""The context-aware user simulator of MULTR (paper section 4.1), pure torch.
+"""The context-aware user simulator of MULTR (paper section 4.1): the network.
 
 Architecture (paper notation):
 
@@ -9,7 +9,8 @@ Architecture (paper notation):
   ``z_t = [W1 h_pi + b1; W2 x_t + b2; W3 A[a_{t-1}] + b3; P[t]]`` with three
   action embeddings (click, skip, unknown; unknown before the first slot) and
   a position embedding ``P``; ``p_t = sigmoid(W4 h_t + b4)``.
-* loss: binary cross-entropy over the valid slots plus ``lambda ||phi||^2``.
+* loss (:mod:`.training`): binary cross-entropy over the valid slots plus
+  ``lambda ||phi||^2``.
 
 Options beyond the paper: ``cell="gru"``, an input MLP applied to the
 features first, and a teacher-forcing ratio below 1 during training.
@@ -21,35 +22,22 @@ slot).  The recurrences themselves are hand-written steps over the weights
 of ``nn.LSTMCell`` / ``nn.GRUCell``, so they are exactly those cells; only the
 N list positions are looped over, never queries or samples.  The first step
 of every recurrence starts from the zero state and skips its matrix product,
-and sampling runs over chunks of lists (see ``LISTS_PER_CHUNK``).
+and sampling runs over chunks of lists (see :mod:`.sampling`).
 """
 from __future__ import annotations
 
 import functools
-import math
-from dataclasses import asdict, dataclass, field
-from typing import Callable, Dict, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Tuple
 
 import torch
 from torch import nn
 
-from .config import require
-from .data.ultra_format import atomic_write_file
+from ..config import require
+from .sampling import LISTS_PER_CHUNK, click_thresholds, queries_per_chunk
 
 UNKNOWN, SKIP, CLICK = 0, 1, 2
 CELLS = ("lstm", "gru")
-#: Sampling runs its recurrences over chunks of about this many lists (whole
-#: queries): a chunk's [lists, 4H] gate tensor (3 MB at H=64) stays in cache
-#: and peak memory stops growing with sample_num.  On the 2-core benchmark
-#: machine, S=32 sampling was 10-15 % faster than one chunk and peak RSS fell
-#: from 1.31x to 1.18x a DLA step's; batch 256 is one chunk up to S=11.
-LISTS_PER_CHUNK = 3072
-
-
-def queries_per_chunk(batch: int, lists_per_query: int, lists_per_chunk: int = LISTS_PER_CHUNK) -> int:
-    """How many whole queries each chunk of sampling takes (chunks balanced)."""
-    chunks = -(-batch * lists_per_query // max(lists_per_chunk, 1))
-    return -(-batch // chunks)
 
 
 @dataclass(frozen=True)
@@ -362,7 +350,7 @@ class ContextAwareUserSimulator(nn.Module):
         given = None if given_clicks is None else (given_clicks * shown).permute(2, 0, 1).reshape(slots, rows)
         threshold = None
         if given is None or teacher_forcing_ratio < 1.0:
-            threshold = self._click_thresholds(
+            threshold = click_thresholds(
                 layout.shown, given, teacher_forcing_ratio, generator, context_gates.dtype
             )
         state: Optional[Tuple[torch.Tensor, ...]] = None
@@ -384,36 +372,6 @@ class ContextAwareUserSimulator(nn.Module):
             torch.stack(logits).reshape(slots, batch, lists).permute(1, 2, 0),
             torch.stack(clicks).reshape(slots, batch, lists).permute(1, 2, 0),
         )
-
-    @staticmethod
-    def _click_thresholds(
-        shown: torch.Tensor,
-        given: Optional[torch.Tensor],
-        teacher_forcing_ratio: float,
-        generator: Optional[torch.Generator],
-        dtype: torch.dtype,
-    ) -> torch.Tensor:
-        """Thresholds on the logits that give the action fed to the next step.
-
-        A sampled click is ``u < sigmoid(logit)``, i.e. ``logit > logit(u)``,
-        so one draw of ``u`` for every (position, list) up front replaces a
-        draw and a sigmoid per step.  Where the observed click is fed instead
-        (teacher forcing), the threshold is -inf (click) or +inf (skip);
-        where nothing is shown it is +inf (never a click).
-
-        Args:
-            shown: [N, M] bool; given: [N, M] observed clicks or None.
-
-        Returns:
-            [N, M] thresholds: the action at t is ``logit_t > threshold[t]``.
-        """
-        uniform = torch.rand(shown.shape, generator=generator, device=shown.device, dtype=dtype)
-        threshold = torch.logit(uniform)
-        if given is not None:
-            use_given = torch.rand(shown.shape, generator=generator, device=shown.device) < teacher_forcing_ratio
-            forced = torch.where(given > 0, -math.inf, math.inf).to(dtype)
-            threshold = torch.where(use_given, forced, threshold)
-        return threshold.masked_fill_(~shown, math.inf)
 
     # -- public API ----------------------------------------------------
     def click_logits(
@@ -478,107 +436,3 @@ class ContextAwareUserSimulator(nn.Module):
             _, part_clicks = self._decode(part, orders[start:stop], shown[start:stop], None, 0.0, generator)
             clicks.append(part_clicks)
         return torch.cat(clicks)
-
-
-def click_log_likelihood(logits: torch.Tensor, clicks: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Per-slot log P(observed click) under the logits.
-
-    Args:
-        logits, clicks: [B, N]; mask: [B, N] bool.
-
-    Returns:
-        [B, N], 0 at padded slots.
-    """
-    log_prob = -nn.functional.binary_cross_entropy_with_logits(logits, clicks, reduction="none")
-    return torch.where(mask, log_prob, torch.zeros_like(log_prob))
-
-
-def simulator_loss(
-    simulator: ContextAwareUserSimulator,
-    logits: torch.Tensor,
-    clicks: torch.Tensor,
-    mask: torch.Tensor,
-    l2_weight: float,
-) -> torch.Tensor:
-    """Eq. user_simulator_loss: BCE summed over a list's slots, averaged over
-    lists, plus ``l2_weight * ||phi||^2`` over every simulator parameter."""
-    nll = -click_log_likelihood(logits, clicks, mask).sum(dim=-1).mean()
-    if l2_weight <= 0:
-        return nll
-    return nll + l2_weight * sum((p * p).sum() for p in simulator.parameters())
-
-
-def simulator_update(
-    simulator: ContextAwareUserSimulator,
-    optimizer: torch.optim.Optimizer,
-    features: torch.Tensor,
-    mask: torch.Tensor,
-    clicks: torch.Tensor,
-    l2_weight: float,
-    max_gradient_norm: float = 0.0,
-    teacher_forcing_ratio: float = 1.0,
-    generator: Optional[torch.Generator] = None,
-    step: int = 0,
-) -> float:
-    """One optimizer step on the simulator loss of a batch of sessions.
-
-    Args:
-        features: [B, N, F]; mask: [B, N] bool; clicks: [B, N].
-        max_gradient_norm: clip the gradient norm (<= 0: no clipping).
-        step: the step number, for the error message.
-
-    Returns:
-        the loss before the step.
-
-    Raises:
-        FloatingPointError: a non-finite loss (the step is not taken).
-    """
-    simulator.train()
-    logits = simulator.click_logits(features, mask, clicks, teacher_forcing_ratio, generator)
-    loss = simulator_loss(simulator, logits, clicks, mask, l2_weight)
-    value = float(loss.detach())
-    if not math.isfinite(value):
-        raise FloatingPointError("non-finite simulator loss %r at simulator step %d" % (value, step))
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    if max_gradient_norm > 0:
-        torch.nn.utils.clip_grad_norm_(simulator.parameters(), max_gradient_norm)
-    optimizer.step()
-    return value
-
-
-def save_simulator(path: str, simulator: ContextAwareUserSimulator, metadata: Dict) -> None:
-    """Save config, weights and ``metadata`` to ``path`` via a temporary file."""
-    payload = {
-        "config": asdict(simulator.config),
-        "state_dict": simulator.state_dict(),
-        "metadata": dict(metadata),
-    }
-    atomic_write_file(path, lambda tmp_path: torch.save(payload, tmp_path))
-
-
-def load_simulator(
-    path: str, map_location: Optional[torch.device] = None
-) -> Tuple[ContextAwareUserSimulator, Dict]:
-    """Inverse of :func:`save_simulator`; returns (simulator, metadata)."""
-    try:
-        payload = torch.load(path, map_location=map_location or "cpu", weights_only=True)
-        config = SimulatorConfig(**payload["config"])
-        simulator = ContextAwareUserSimulator(config)
-        simulator.load_state_dict(payload["state_dict"])
-        return simulator, dict(payload.get("metadata", {}))
-    except (KeyError, TypeError, AttributeError, RuntimeError, ValueError) as error:
-        raise ValueError("%s is not a ultra_multr simulator checkpoint (%s)" % (path, error)) from None
-
-
-def check_compatible(config: SimulatorConfig, feature_size: int, list_size: int, source: str) -> None:
-    """Refuse a simulator whose feature or list size does not fit the data."""
-    if config.feature_size != feature_size:
-        raise ValueError(
-            "%s: simulator feature size %d does not match the data's %d"
-            % (source, config.feature_size, feature_size)
-        )
-    if config.list_size < list_size:
-        raise ValueError(
-            "%s: simulator list size %d is shorter than the data's %d" % (source, config.list_size, list_size)
-        )

@@ -1,0 +1,35 @@
+"""MULTR's context-aware user simulator (paper section 4.1), pure torch.
+
+Modules: :mod:`.model` (the network and its hand-written recurrent steps),
+:mod:`.sampling` (chunking and click draws of ``sample_clicks``),
+:mod:`.training` (loss, optimizer step, early stopping) and
+:mod:`.checkpoint` (simulator and training-state files).  Every public name
+is re-exported here, so ``from ultra_multr.simulator import X`` works.
+"""
+from .checkpoint import check_compatible, load_simulator, load_training_state, save_simulator, save_training_state
+from .model import CELLS, CLICK, SKIP, UNKNOWN, ContextAwareUserSimulator, DocumentGates, RecurrentCell, SimulatorConfig
+from .sampling import LISTS_PER_CHUNK, click_thresholds, queries_per_chunk
+from .training import EarlyStopping, click_log_likelihood, simulator_loss, simulator_update
+
+__all__ = [
+    "CELLS",
+    "CLICK",
+    "LISTS_PER_CHUNK",
+    "SKIP",
+    "UNKNOWN",
+    "ContextAwareUserSimulator",
+    "DocumentGates",
+    "EarlyStopping",
+    "RecurrentCell",
+    "SimulatorConfig",
+    "check_compatible",
+    "click_log_likelihood",
+    "click_thresholds",
+    "load_simulator",
+    "load_training_state",
+    "queries_per_chunk",
+    "save_simulator",
+    "save_training_state",
+    "simulator_loss",
+    "simulator_update",
+]

@@ -1,0 +1,107 @@
+"""Training the user simulator: its loss, one optimizer step, early stopping."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import nn
+
+from .model import ContextAwareUserSimulator
+
+
+def click_log_likelihood(logits: torch.Tensor, clicks: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-slot log P(observed click) under the logits.
+
+    Args:
+        logits, clicks: [B, N]; mask: [B, N] bool.
+
+    Returns:
+        [B, N], 0 at padded slots.
+    """
+    log_prob = -nn.functional.binary_cross_entropy_with_logits(logits, clicks, reduction="none")
+    return torch.where(mask, log_prob, torch.zeros_like(log_prob))
+
+
+def simulator_loss(
+    simulator: ContextAwareUserSimulator,
+    logits: torch.Tensor,
+    clicks: torch.Tensor,
+    mask: torch.Tensor,
+    l2_weight: float,
+) -> torch.Tensor:
+    """Eq. user_simulator_loss: BCE summed over a list's slots, averaged over
+    lists, plus ``l2_weight * ||phi||^2`` over every simulator parameter."""
+    nll = -click_log_likelihood(logits, clicks, mask).sum(dim=-1).mean()
+    if l2_weight <= 0:
+        return nll
+    return nll + l2_weight * sum((p * p).sum() for p in simulator.parameters())
+
+
+def simulator_update(
+    simulator: ContextAwareUserSimulator,
+    optimizer: torch.optim.Optimizer,
+    features: torch.Tensor,
+    mask: torch.Tensor,
+    clicks: torch.Tensor,
+    l2_weight: float,
+    max_gradient_norm: float = 0.0,
+    teacher_forcing_ratio: float = 1.0,
+    generator: Optional[torch.Generator] = None,
+    step: int = 0,
+) -> float:
+    """One optimizer step on the simulator loss of a batch of sessions.
+
+    Args:
+        features: [B, N, F]; mask: [B, N] bool; clicks: [B, N].
+        max_gradient_norm: clip the gradient norm (<= 0: no clipping).
+        step: the step number, for the error message.
+
+    Returns:
+        the loss before the step.
+
+    Raises:
+        FloatingPointError: a non-finite loss (the step is not taken).
+    """
+    simulator.train()
+    logits = simulator.click_logits(features, mask, clicks, teacher_forcing_ratio, generator)
+    loss = simulator_loss(simulator, logits, clicks, mask, l2_weight)
+    value = float(loss.detach())
+    if not math.isfinite(value):
+        raise FloatingPointError("non-finite simulator loss %r at simulator step %d" % (value, step))
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if max_gradient_norm > 0:
+        torch.nn.utils.clip_grad_norm_(simulator.parameters(), max_gradient_norm)
+    optimizer.step()
+    return value
+
+
+@dataclass
+class EarlyStopping:
+    """Tracks the best held-out log-likelihood; stops after ``patience``
+    evaluations without improvement (``patience`` 0: never stops).
+
+    Attributes:
+        best: best held-out log-likelihood so far (-inf before the first).
+        best_step: the step it was measured at (0: none yet).
+        bad_evals: evaluations since the last improvement.
+    """
+
+    patience: int
+    best: float = -math.inf
+    best_step: int = 0
+    bad_evals: int = 0
+
+    def update(self, value: float, step: int) -> bool:
+        """Record one evaluation; True when it improves on the best."""
+        if value > self.best:
+            self.best, self.best_step, self.bad_evals = value, step, 0
+            return True
+        self.bad_evals += 1
+        return False
+
+    @property
+    def stop(self) -> bool:
+        return self.patience > 0 and self.bad_evals >= self.patience
