@@ -56,6 +56,7 @@ from .. import losses
 from ..compat import runtime
 from ..compat.runtime import Batch
 from ..config import require
+from ..imputation import IMPUTATION_MODES, PseudoClickCache
 from ..randomization import random_permutations, to_document_order
 from ..simulator import (
     CELLS,
@@ -96,6 +97,11 @@ class DoublyRobustConfig(AlgorithmConfig):
         simulator_heldout_batches: batches of sessions held out to report
             the simulator's click log-likelihood.
         simulator_log_every: progress line every this many simulator steps.
+        imputation: "sampled" (pseudo clicks sampled every step, the paper's)
+            or "expected" (their expectations, estimated once per training
+            list after the simulator is frozen; see ultra_multr.imputation).
+        imputation_samples: Monte-Carlo sessions per list and order type of
+            "expected" (standard error <= 0.5 / sqrt(imputation_samples)).
     """
 
     sample_num: int = 8
@@ -113,6 +119,8 @@ class DoublyRobustConfig(AlgorithmConfig):
     simulator_checkpoint: str = ""
     simulator_heldout_batches: int = 4
     simulator_log_every: int = 500
+    imputation: str = "sampled"
+    imputation_samples: int = 256
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -131,6 +139,11 @@ class DoublyRobustConfig(AlgorithmConfig):
             0.0 <= self.teacher_forcing_ratio <= 1.0,
             "teacher_forcing_ratio must be in [0, 1], got %r" % self.teacher_forcing_ratio,
         )
+        require(
+            self.imputation in IMPUTATION_MODES,
+            "imputation must be one of %s, got %r" % (IMPUTATION_MODES, self.imputation),
+        )
+        require(self.imputation_samples >= 1, "imputation_samples must be >= 1, got %d" % self.imputation_samples)
         object.__setattr__(self, "simulator_input_mlp", tuple(self.simulator_input_mlp))
 
 
@@ -221,6 +234,9 @@ class DoublyRobustMixin:
         for parameter in self.simulator.parameters():
             parameter.requires_grad_(False)
         self._simulator_ready = True
+        if self.hparams.imputation == "expected":
+            self.pseudo_click_cache = PseudoClickCache(self.simulator, self.hparams.imputation_samples, self.generator)
+            self.pseudo_click_cache.add_data_set(self._train_set)
 
     def _click_feed(self):
         """A second instance of main.py's training feed, for simulator batches."""
@@ -296,7 +312,12 @@ class DoublyRobustMixin:
     # -- phase 2: the doubly-robust ranker update ------------------------
     def pseudo_clicks(self, batch: Batch) -> Tuple[torch.Tensor, torch.Tensor]:
         """Pseudo clicks on the observed list [B, N] and on ``sample_num``
-        random re-rankings, in observed-list slots [B, S, N]."""
+        random re-rankings, in observed-list slots [B, S, N].  With
+        ``imputation=expected`` both are expectations, the same for every
+        re-ranking (an expanded view)."""
+        if self.hparams.imputation == "expected":
+            observed, randomized = self.pseudo_click_cache.lookup(batch.features, batch.mask)
+            return observed, randomized.unsqueeze(1).expand(-1, self.hparams.sample_num, -1)
         permutations = random_permutations(batch.mask, self.hparams.sample_num, self.generator)
         identity = torch.arange(batch.mask.shape[1], device=self.device).expand(batch.batch_size, 1, -1)
         orders = torch.cat([identity, permutations], dim=1)
