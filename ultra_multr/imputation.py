@@ -147,21 +147,6 @@ def expected_pseudo_clicks(
     return observed, randomized
 
 
-def training_lists(data_set: Any, list_size: int, start: int, stop: int) -> Tuple[np.ndarray, np.ndarray]:
-    """Features [Q, N, F] float32 (zeros at padding) and mask [Q, N] of the
-    displayed lists ``start .. stop - 1`` of a ULTRA Raw_data (first ``list_size``
-    positions of ``initial_list``, negative ids are padding)."""
-    doc_ids = np.full((stop - start, list_size), -1, dtype=np.int64)
-    for row, docs in enumerate(data_set.initial_list[start:stop]):
-        docs = list(docs[:list_size])
-        doc_ids[row, : len(docs)] = docs
-    mask = doc_ids >= 0
-    table = np.asarray(data_set.features, dtype=np.float32)
-    table = table.reshape(len(table), -1)
-    features = table[np.where(mask, doc_ids, 0)] * mask[..., None]
-    return features.astype(np.float32), mask
-
-
 class PseudoClickCache:
     """Expected pseudo clicks per displayed list, keyed by :func:`list_fingerprints`.
 
@@ -218,13 +203,17 @@ class PseudoClickCache:
         return int(new.numel())
 
     def add_data_set(self, data_set: Any, batch_queries: int = QUERIES_PER_PASS_BATCH) -> None:
-        """The one-off pass over a ULTRA Raw_data's training lists."""
+        """The one-off pass over a ULTRA Raw_data's training lists: the first
+        N positions of each ``initial_list``, negative ids are padding, as
+        :func:`ultra_multr.feeds.query_arrays` reads them."""
+        from .feeds import query_arrays  # here: feeds needs ULTRA, the cache itself does not
+
         device = self.keys.device
-        slots = self.simulator.config.list_size
         started = time.perf_counter()
-        for start in range(0, len(data_set.initial_list), batch_queries):
-            stop = min(start + batch_queries, len(data_set.initial_list))
-            features, mask = training_lists(data_set, slots, start, stop)
+        arrays = query_arrays(data_set, self.simulator.config.list_size)
+        for start in range(0, arrays.n_queries, batch_queries):
+            doc_ids, mask = arrays.doc_ids[start : start + batch_queries], arrays.mask[start : start + batch_queries]
+            features = arrays.features[np.where(mask, doc_ids, 0)] * mask[..., None]  # zeros at padding
             self.add(torch.from_numpy(features).to(device), torch.from_numpy(mask).to(device))
         LOGGER.info(
             "imputation=expected: expected pseudo clicks of %d distinct lists (%d samples each) in %.1f s",
