@@ -14,6 +14,9 @@ Algorithm 1 of the paper inside ULTRA's unmodified ``main.py``:
    the observed list and on every re-ranking, the observed list corrected
    with DLA's inverse propensity weights, everything averaged over
    ``|Pi| = sample_num + 1`` lists.  ``variant=eib`` gives EIB-MULTR.
+   ``imputation=expected`` uses the pseudo clicks' expectations instead,
+   estimated once per training list after the simulator is frozen (the
+   loss's expectation is the same; see :mod:`ultra_multr.imputation`).
 
 Where this follows the paper and where it differs:
 
