@@ -57,7 +57,7 @@ LOGGER = logging.getLogger(__name__)
 
 IMPUTATION_MODES = ("sampled", "expected")
 #: queries per batch of the one-off pass (x 2 M lists each).
-QUERIES_PER_PASS_BATCH = 256
+QUERIES_PER_PASS_BATCH = 64
 #: Seed of the fingerprint's fixed multipliers.
 _MULTIPLIER_SEED = 0x5EED
 _LOW_32 = (1 << 32) - 1
