@@ -4,7 +4,7 @@ Usage::
 
     python example/benchmark_step_time.py [--batch-size 256] [--list-size 10]
         [--features 700] [--samples 0 8 32] [--steps 20] [--device cpu]
-        [--multr-hparams "simulator_input_mlp=[128]"]
+        [--multr-hparams "simulator_input_mlp=[128]"] [--expected-samples 8 32]
 
 Every configuration trains on the same random batch (ULTRA's input-feed
 format, so ``model.train`` does exactly what it does under main.py); the
@@ -42,6 +42,15 @@ def input_feed(batch_size: int, list_size: int, features: int, seed: int = 0) ->
         feed["docid_input%d" % i] = (np.arange(batch_size) * list_size + i).astype(np.float32)
         feed["label%d" % i] = (first_click == i).astype(np.float32)
     return feed
+
+
+def raw_data(feed: dict, list_size: int, features: int) -> SimpleNamespace:
+    """The feed's lists as a ULTRA Raw_data (what MULTR's one-off pass reads)."""
+    ids = np.stack([feed["docid_input%d" % i] for i in range(list_size)], axis=1).astype(np.int64)
+    labels = np.stack([feed["label%d" % i] for i in range(list_size)], axis=1)
+    return SimpleNamespace(
+        feature_size=features, features=feed["letor_features"], initial_list=ids.tolist(), labels=labels.tolist()
+    )
 
 
 def settings(algorithm: str, hparams: str, list_size: int) -> dict:
@@ -176,6 +185,9 @@ def main() -> None:
     parser.add_argument("--list-size", type=int, default=10)
     parser.add_argument("--features", type=int, default=700)
     parser.add_argument("--samples", type=int, nargs="+", default=[0, 8, 32])
+    parser.add_argument(
+        "--expected-samples", type=int, nargs="*", default=[8, 32], help="sample_num of imputation=expected rows"
+    )
     parser.add_argument("--steps", type=int, default=20, help="timed rounds (one step of every configuration each)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--device", default="cpu")
@@ -211,6 +223,30 @@ def main() -> None:
         multr.prepare_simulator()  # random weights: sampling costs the same as after training
         steps[name] = functools.partial(multr.train, feed)
         peaks[name] = warm_up_and_peak(steps[name], args.warmup, device)
+    pass_seconds = []
+    for samples in args.expected_samples:
+        name = "MULTR imputation=expected sample_num=%d" % samples
+        reset_peak(device)
+        expected = MULTR(
+            raw_data(feed, args.list_size, args.features),
+            settings(
+                "ultra_multr.MULTR",
+                ",".join(
+                    filter(
+                        None,
+                        [common, "simulator_steps=0,imputation=expected,sample_num=%d" % samples, args.multr_hparams],
+                    )
+                ),
+                args.list_size,
+            ),
+        )
+        started = time.perf_counter()
+        expected.prepare_simulator()  # the one-off pass over the batch's lists
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        pass_seconds.append((time.perf_counter() - started) * 1000.0 / args.batch_size)
+        steps[name] = functools.partial(expected.train, feed)
+        peaks[name] = warm_up_and_peak(steps[name], args.warmup, device)
     features = multr.batch(feed, args.list_size).features
     for samples in args.samples:
         steps["lower bound: simulator matrix products alone, sample_num=%d" % samples] = simulator_matrix_products(
@@ -237,6 +273,11 @@ def main() -> None:
         ratio = statistics.median(t / d for t, d in zip(ms, times["DLA"]))
         memory = "| %.0f | %.2f |" % (peaks[name], peaks[name] / peaks["DLA"]) if name in peaks else "| | |"
         print("| %s | %.1f | %.2f %s" % (name, statistics.median(ms), ratio, memory))
+    if pass_seconds:
+        print(
+            "imputation=expected one-off pass (imputation_samples=%d): %s s per 1,000 lists"
+            % (expected.hparams.imputation_samples, ", ".join("%.1f" % t for t in pass_seconds))
+        )
 
 
 if __name__ == "__main__":

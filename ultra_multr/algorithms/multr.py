@@ -27,6 +27,9 @@ Algorithm 1 of the paper inside ULTRA's unmodified ``main.py``:
    the observed list and on every re-ranking, the observed list corrected
    with DLA's inverse propensity weights, everything averaged over
    ``|Pi| = sample_num + 1`` lists.  ``variant=eib`` gives EIB-MULTR.
+   ``imputation=expected`` uses the pseudo clicks' expectations instead,
+   estimated once per training list after the simulator is frozen (the
+   loss's expectation is the same; see :mod:`ultra_multr.imputation`).
 
 Where this follows the paper and where it differs:
 
@@ -80,6 +83,7 @@ from ..compat import runtime
 from ..compat.runtime import Batch
 from ..config import require
 from ..feeds import click_model_fingerprint, data_fingerprint, session_subset
+from ..imputation import IMPUTATION_MODES, PseudoClickCache
 from ..randomization import random_permutations, to_document_order
 from ..simulator import (
     CELLS,
@@ -154,6 +158,11 @@ class DoublyRobustConfig(AlgorithmConfig):
             the validation split, :mod:`ultra_multr.algorithms.rerank_weight`).
         rerank_weight_grid: candidates of "auto" ("paper" or numbers).
         rerank_pilot_steps: ranker updates of each pilot run of "auto".
+        imputation: "sampled" (pseudo clicks sampled every step, the paper's)
+            or "expected" (their expectations, estimated once per training
+            list after the simulator is frozen; see ultra_multr.imputation).
+        imputation_samples: Monte-Carlo sessions per list and order type of
+            "expected" (standard error <= 0.5 / sqrt(imputation_samples)).
     """
 
     sample_num: int = 8
@@ -178,6 +187,8 @@ class DoublyRobustConfig(AlgorithmConfig):
     rerank_weight: str = "auto"
     rerank_weight_grid: Tuple[str, ...] = ("0", "0.5", "paper")
     rerank_pilot_steps: int = 200
+    imputation: str = "sampled"
+    imputation_samples: int = 256
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -203,6 +214,11 @@ class DoublyRobustConfig(AlgorithmConfig):
         require(self.simulator_heldout_batches > 0, "simulator_heldout_batches must be > 0")
         require(self.simulator_eval_every > 0, "simulator_eval_every must be > 0, got %d" % self.simulator_eval_every)
         require(self.simulator_patience >= 0, "simulator_patience must be >= 0, got %d" % self.simulator_patience)
+        require(
+            self.imputation in IMPUTATION_MODES,
+            "imputation must be one of %s, got %r" % (IMPUTATION_MODES, self.imputation),
+        )
+        require(self.imputation_samples >= 1, "imputation_samples must be >= 1, got %d" % self.imputation_samples)
         object.__setattr__(self, "simulator_input_mlp", tuple(self.simulator_input_mlp))
         require(
             self.dr_weight_guard in losses.WEIGHT_GUARDS,
@@ -362,6 +378,9 @@ class DoublyRobustMixin:
         for parameter in self.simulator.parameters():
             parameter.requires_grad_(False)
         self._simulator_ready = True
+        if self.hparams.imputation == "expected":
+            self.pseudo_click_cache = PseudoClickCache(self.simulator, self.hparams.imputation_samples, self.generator)
+            self.pseudo_click_cache.add_data_set(self._train_set)
 
     def heldout_sessions(self, sessions_per_query: int) -> np.ndarray:
         """[Q, K] bool: the logged sessions held out from the simulator, a
@@ -563,7 +582,12 @@ class DoublyRobustMixin:
     def pseudo_clicks(self, batch: Batch) -> Tuple[torch.Tensor, torch.Tensor]:
         """Pseudo clicks on the observed list [B, N] and on ``sample_num``
         random re-rankings, in observed-list slots [B, S, N] (S = 0 when the
-        re-ranked term has weight 0: nothing to compute)."""
+        re-ranked term has weight 0: nothing to compute).  With
+        ``imputation=expected`` both are expectations, the same for every
+        re-ranking (an expanded view)."""
+        if self.hparams.imputation == "expected":
+            observed, randomized = self.pseudo_click_cache.lookup(batch.features, batch.mask)
+            return observed, randomized.unsqueeze(1).expand(-1, self.hparams.sample_num, -1)
         sample_num = self.hparams.sample_num if self.rerank_weight else 0
         permutations = random_permutations(batch.mask, sample_num, self.generator)
         identity = torch.arange(batch.mask.shape[1], device=self.device).expand(batch.batch_size, 1, -1)

@@ -1,0 +1,247 @@
+"""Expected pseudo clicks of the frozen simulator, once per displayed list.
+
+MULTR's ranker step needs, per displayed list, the simulator's pseudo clicks
+on the observed order and on ``sample_num`` uniform re-rankings.  Once the
+simulator is frozen these depend only on the displayed list (and on the
+uniform re-ranking), never on the ranker, and Eq. dr_loss is linear in them.
+So ``imputation=expected`` replaces the per-step samples by their
+expectations, estimated once per list and looked up every step:
+
+* ``observed[d] = E[c_hat_d | observed order]`` and
+* ``randomized[d] = E_pi E[c_hat_d | pi]`` over uniform re-rankings ``pi`` of
+  the list's displayed documents (document ``d`` in its observed slot).
+
+The loss keeps its expectation exactly and loses its Monte-Carlo noise.
+
+Estimator.  ``samples = M`` sessions on the observed order and M sessions on
+M independent uniform re-rankings per list; each session contributes
+``P(click at t | actions sampled before t)`` (see
+:meth:`~ultra_multr.simulator.ContextAwareUserSimulator.sampled_click_probabilities`),
+a value in [0, 1] whose mean is unbiased.  Its variance is at most 1/4, so the
+standard error of every entry is at most ``0.5 / sqrt(M)`` (M = 256:
+0.031); the probabilities average out the last click's coin, so the real
+error is smaller.
+
+Cache key.  A displayed list is identified by what a feed shows, not by a
+feed's internals: a 64-bit fingerprint of the IEEE bits of every slot's
+feature vector, the slot's position and whether it is padding (see
+:func:`list_fingerprints`), computed on the device in wrapping integer
+arithmetic (no dependence on reduction order) and looked up with
+``searchsorted``.  Two lists with equal fingerprints have the same
+expectations unless the 64-bit hashes collide (about ``K^2 / 2^65``: 1e-11 for
+K = 20,000 lists).
+
+A list missing from the cache (a feed that shows other lists than the
+training set's, e.g. an online feed re-ranking by the current model) is
+computed on the fly and added: the quantity is the same, so results do not
+depend on whether the one-off pass saw the list; the first miss is logged,
+because when most lists miss, ``imputation=sampled`` is the cheaper mode.
+
+Layout: keys [K] int64 sorted, observed and randomized [K, N] float32 on the
+device: ``8 + 8 N`` bytes per list (88 at N = 10).
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from typing import Any, Tuple
+
+import numpy as np
+import torch
+
+from .randomization import random_permutations, to_document_order
+from .simulator import ContextAwareUserSimulator
+
+LOGGER = logging.getLogger(__name__)
+
+IMPUTATION_MODES = ("sampled", "expected")
+#: queries per batch of the one-off pass (x 2 M lists each).
+QUERIES_PER_PASS_BATCH = 64
+#: Seed of the fingerprint's fixed multipliers.
+_MULTIPLIER_SEED = 0x5EED
+_LOW_32 = (1 << 32) - 1
+
+
+def _to_signed(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+_MIX_1 = _to_signed(0xBF58476D1CE4E5B9)
+_MIX_2 = _to_signed(0x94D049BB133111EB)
+
+
+def _shift_right(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """Logical right shift of int64 (torch's ``>>`` is arithmetic)."""
+    return (x >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def _mix(x: torch.Tensor) -> torch.Tensor:
+    """splitmix64's finaliser, in wrapping int64 arithmetic."""
+    x = (x ^ _shift_right(x, 30)) * _MIX_1
+    x = (x ^ _shift_right(x, 27)) * _MIX_2
+    return x ^ _shift_right(x, 31)
+
+
+@functools.lru_cache(maxsize=8)
+def _multipliers(slots: int, width: int, device: torch.device) -> torch.Tensor:
+    """[2, N, F] fixed odd int32 multipliers, two per (position, feature)."""
+    generator = torch.Generator().manual_seed(_MULTIPLIER_SEED)
+    draws = torch.randint(-(1 << 31), (1 << 31) - 1, (2, slots, width), generator=generator, dtype=torch.int32)
+    return (draws | 1).to(device)
+
+
+def list_fingerprints(features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """A 64-bit fingerprint of each displayed list.
+
+    For each slot, two 32-bit sums ``sum_f bits[t, f] * C_k[t, f] mod 2^32``
+    of its float32 feature bits with fixed odd multipliers that depend on
+    the position (wrapping int32 arithmetic: exact, so independent of the
+    summation order and the device) form one 64-bit value; it is -1 at
+    padded slots, mixed with splitmix64's finaliser and summed over slots
+    (mod 2^64).  Changing one feature of one slot always changes the slot's
+    value (odd multipliers are invertible mod 2^32); other changes collide
+    with probability about 2^-64.  Costs two element-wise products and sums
+    over the [B, N, F] features.
+
+    Args:
+        features: [B, N, F] float32; mask: [B, N] bool.
+
+    Returns:
+        [B] int64.
+    """
+    batch, slots, width = features.shape
+    bits = features.to(torch.float32).contiguous().view(torch.int32)
+    high, low = (
+        (bits * multipliers).sum(dim=-1, dtype=torch.int32).to(torch.int64) & _LOW_32
+        for multipliers in _multipliers(slots, width, features.device)
+    )
+    per_slot = torch.where(mask, (high << 32) | low, -1)
+    return _mix(per_slot + torch.arange(slots, device=features.device)).sum(dim=-1)
+
+
+def expected_pseudo_clicks(
+    simulator: ContextAwareUserSimulator,
+    features: torch.Tensor,
+    mask: torch.Tensor,
+    samples: int,
+    generator: torch.Generator,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Monte-Carlo expectations of the pseudo clicks (see the module docstring).
+
+    Args:
+        features: [B, N, F]; mask: [B, N] bool; samples: M >= 1.
+
+    Returns:
+        (observed [B, N], randomized [B, N]) in observed-list slots, 0 at padding.
+    """
+    batch, slots = mask.shape
+    identity = torch.arange(slots, device=mask.device).expand(batch, samples, slots)
+    permutations = random_permutations(mask, samples, generator)
+    with torch.no_grad():
+        probabilities = simulator.sampled_click_probabilities(
+            features, mask, torch.cat([identity, permutations], dim=1), generator
+        )
+    observed = probabilities[:, :samples].mean(dim=1)
+    randomized = to_document_order(probabilities[:, samples:], permutations).mean(dim=1)
+    return observed, randomized
+
+
+class PseudoClickCache:
+    """Expected pseudo clicks per displayed list, keyed by :func:`list_fingerprints`.
+
+    Args:
+        simulator: the frozen simulator.
+        samples: M, Monte-Carlo sessions per list and order type.
+        generator: randomness (on the simulator's device).
+    """
+
+    def __init__(self, simulator: ContextAwareUserSimulator, samples: int, generator: torch.Generator) -> None:
+        if samples < 1:
+            raise ValueError("imputation_samples must be >= 1, got %d" % samples)
+        self.simulator = simulator
+        self.samples = samples
+        self.generator = generator
+        device = next(simulator.parameters()).device
+        slots = simulator.config.list_size
+        self.keys = torch.empty(0, dtype=torch.int64, device=device)
+        self.observed = torch.empty(0, slots, device=device)
+        self.randomized = torch.empty(0, slots, device=device)
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return int(self.keys.shape[0])
+
+    def _find(self, keys: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Index into the cache [B] and whether it holds the key [B] bool."""
+        index = torch.searchsorted(self.keys, keys).clamp_(max=max(len(self) - 1, 0))
+        found = self.keys[index] == keys if len(self) else torch.zeros_like(keys, dtype=torch.bool)
+        return index, found
+
+    def add(self, features: torch.Tensor, mask: torch.Tensor) -> int:
+        """Compute and store the lists not yet cached. Returns how many were new.
+
+        Args:
+            features: [B, N, F] on the device; mask: [B, N] bool.
+        """
+        keys = list_fingerprints(features, mask)
+        unique, inverse = torch.unique(keys, return_inverse=True)
+        first = torch.full_like(unique, keys.shape[0]).scatter_reduce_(
+            0, inverse, torch.arange(keys.shape[0], device=keys.device), "amin"
+        )
+        _, found = self._find(unique)
+        new = first[~found]
+        if new.numel() == 0:
+            return 0
+        observed, randomized = expected_pseudo_clicks(
+            self.simulator, features[new], mask[new], self.samples, self.generator
+        )
+        keys, order = torch.sort(torch.cat([self.keys, keys[new]]))
+        self.keys = keys
+        self.observed = torch.cat([self.observed, observed])[order]
+        self.randomized = torch.cat([self.randomized, randomized])[order]
+        return int(new.numel())
+
+    def add_data_set(self, data_set: Any, batch_queries: int = QUERIES_PER_PASS_BATCH) -> None:
+        """The one-off pass over a ULTRA Raw_data's training lists: the first
+        N positions of each ``initial_list``, negative ids are padding, as
+        :func:`ultra_multr.feeds.query_arrays` reads them."""
+        from .feeds import query_arrays  # here: feeds needs ULTRA, the cache itself does not
+
+        device = self.keys.device
+        started = time.perf_counter()
+        arrays = query_arrays(data_set, self.simulator.config.list_size)
+        for start in range(0, arrays.n_queries, batch_queries):
+            doc_ids, mask = arrays.doc_ids[start : start + batch_queries], arrays.mask[start : start + batch_queries]
+            features = arrays.features[np.where(mask, doc_ids, 0)] * mask[..., None]  # zeros at padding
+            self.add(torch.from_numpy(features).to(device), torch.from_numpy(mask).to(device))
+        LOGGER.info(
+            "imputation=expected: expected pseudo clicks of %d distinct lists (%d samples each) in %.1f s",
+            len(self), self.samples, time.perf_counter() - started,
+        )
+
+    def lookup(self, features: torch.Tensor, mask: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Expected pseudo clicks of each displayed list; lists not cached
+        are computed and added first.
+
+        Args:
+            features: [B, N, F]; mask: [B, N] bool.
+
+        Returns:
+            (observed [B, N], randomized [B, N]) in observed-list slots.
+        """
+        keys = list_fingerprints(features, mask)
+        index, found = self._find(keys)
+        if not bool(found.all()):
+            missing = ~found
+            if self.misses == 0:
+                LOGGER.warning(
+                    "imputation=expected: the feed shows lists outside the cache of %d training lists; "
+                    "computing them now (%d samples each). If most lists miss (an online feed), "
+                    "imputation=sampled is cheaper.",
+                    len(self),
+                    self.samples,
+                )
+            self.misses += self.add(features[missing], mask[missing])
+            index, found = self._find(keys)
+        return self.observed[index], self.randomized[index]
