@@ -105,8 +105,11 @@ def multr(data_set, imputation: str, sample_num: int, samples: int = 4096) -> MU
         "ranking_model": "ultra.ranking_model.DNN",
         "ranking_model_hparams": "hidden_layer_sizes=[8]",
         "learning_algorithm": "ultra_multr.MULTR",
-        "learning_algorithm_hparams": "seed=0,simulator_steps=0,sample_num=%d,imputation=%s,imputation_samples=%d"
-        % (sample_num, imputation, samples),
+        # The unguarded paper weighting: the loss is linear in the pseudo
+        # clicks only without the clip guard (clipping the mean of weights
+        # is not the mean of clipped weights).
+        "learning_algorithm_hparams": "seed=0,simulator_steps=0,simulator_input_mlp=[],dr_weight_guard=none,"
+        "rerank_weight=paper,sample_num=%d,imputation=%s,imputation_samples=%d" % (sample_num, imputation, samples),
         "max_candidate_num": N,
         "selection_bias_cutoff": N,
         "metrics": ["ndcg"],
