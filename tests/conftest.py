@@ -9,11 +9,20 @@ from typing import List
 import pytest
 import torch
 
+from ultra_multr import tensorboard
 from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
 
 # Test tensors are small: one intra-op thread avoids OpenMP hand-offs that cost
 # more than the work (and keeps the suite fast when the machine is busy).
 torch.set_num_threads(1)
+
+@pytest.fixture(autouse=True)
+def _no_tensorboard_writer_across_tests():
+    """The TensorBoard writer is one per process: a test that opens it (through
+    main.py's args) must not leave it to the next."""
+    yield
+    tensorboard.close()
+
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

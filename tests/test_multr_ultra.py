@@ -54,6 +54,15 @@ def test_main_py_trains_then_evaluates_multr(ultra_main, synthetic_data_dir, tmp
     assert os.path.isfile(os.path.join(model_dir, "ultra_multr.MULTR.simulator.ckpt"))
     assert "ndcg_10" in log
     assert not os.path.exists(os.path.join(model_dir, "train_log", "Training at step 1"))  # no writer per step
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(os.path.join(model_dir, "train_log"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"simulator/loss", "simulator/heldout_log_likelihood", "train/clicks_per_list"} <= tags
+    assert {"train/pseudo_clicks_per_list", "train/negative_weight_share"} <= tags
+    steps = [e.step for e in events.Scalars("train/loss")]
+    assert steps == list(range(1, len(steps) + 1))  # the rerank_weight pilot's updates are not logged
 
     restart = main_args(settings, model_dir, synthetic_data_dir, "--max_train_iteration", "2", "--steps_per_checkpoint", "2")
     # A restart would load the ranker's weights only and restart everything else: refused, saying how to start afresh.

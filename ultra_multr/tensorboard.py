@@ -1,7 +1,7 @@
 """Training curves for TensorBoard: one writer per process, a no-op without one.
 
-Under ULTRA's ``main.py`` our algorithms open the writer on their first
-training step, in ``<model_dir>/train_log`` (the directory main.py's own,
+Under ULTRA's ``main.py`` our algorithms open the writer when training
+starts (MULTR: before its simulator phase), in ``<model_dir>/train_log`` (the directory main.py's own,
 empty, train writer uses; TensorBoard reads every event file there).  They
 log the loss and its named parts (``train/loss``, ``train/rank_loss``, ...),
 and DLA and MULTR the learned propensity per position
@@ -20,10 +20,12 @@ Our algorithms keep returning an empty train summary to main.py
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
-from typing import Dict, Optional
+from typing import Dict, Iterator, Optional
 
 _writer = None  # torch.utils.tensorboard.SummaryWriter, imported only when opened
+_paused = False
 
 
 def open_writer(log_dir: str):
@@ -58,9 +60,20 @@ def log_dir() -> Optional[str]:
     return None if _writer is None else _writer.log_dir
 
 
+@contextlib.contextmanager
+def paused() -> Iterator[None]:
+    """Log nothing inside the block (e.g. MULTR's pilot runs, whose steps are not the run's)."""
+    global _paused
+    previous, _paused = _paused, True
+    try:
+        yield
+    finally:
+        _paused = previous
+
+
 def scalar(tag: str, value: float, step: int) -> None:
-    """Log one value of curve ``tag`` at ``step``; does nothing when no writer is open."""
-    if _writer is not None:
+    """Log one value of curve ``tag`` at ``step``; does nothing when no writer is open or while paused."""
+    if _writer is not None and not _paused:
         _writer.add_scalar(tag, float(value), int(step))
 
 

@@ -52,6 +52,13 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def open_training_writer() -> None:
+    """Open the TensorBoard writer in main.py's ``<model_dir>/train_log`` (outside main.py: nothing)."""
+    args = runtime.main_args()
+    if args is not None:
+        tensorboard.open_writer(os.path.join(args.model_dir, "train_log"))
+
+
 @dataclass(frozen=True)
 class AlgorithmConfig:
     """Hyper-parameters every algorithm of ours accepts.
@@ -197,9 +204,7 @@ class PluginAlgorithm(BaseAlgorithm):
         """One update. Returns (loss, None, summary) as ULTRA's main.py expects."""
         if self._optimizers is None:
             self._check_list_size()
-            args = runtime.main_args()
-            if args is not None:
-                tensorboard.open_writer(os.path.join(args.model_dir, "train_log"))
+            open_training_writer()
             self._optimizers = Optimizers(
                 self.parameter_groups(),
                 self.hparams.grad_strategy,

@@ -78,7 +78,7 @@ import numpy as np
 import torch
 import ultra
 
-from .. import losses
+from .. import losses, tensorboard
 from ..compat import runtime
 from ..compat.runtime import Batch
 from ..config import require
@@ -98,7 +98,7 @@ from ..simulator import (
     save_training_state,
     simulator_update,
 )
-from .base import LOGGER, AlgorithmConfig
+from .base import LOGGER, AlgorithmConfig, open_training_writer
 from .dla import DLA, DLAConfig
 from .rerank_weight import DEFAULT_BATCH_SIZE, choose_by_validation, read_validation_set
 
@@ -494,6 +494,7 @@ class DoublyRobustMixin:
         a killed run resumes and ends as an uninterrupted one would.
         """
         config = self.hparams
+        open_training_writer()  # the simulator's curves go beside the ranker's
         feed, heldout_feed = self._click_feed(), self._click_feed(HELDOUT_FEED_STREAM)
         train_set, heldout_set = self.simulator_data(feed)
         heldout = [self._session_batch(heldout_feed, heldout_set) for _ in range(config.simulator_heldout_batches)]
@@ -540,6 +541,7 @@ class DoublyRobustMixin:
             )
             if step % config.simulator_eval_every == 0 or step == steps:
                 heldout_ll, _ = self.simulator_log_likelihood(heldout)
+                tensorboard.scalars("simulator", {"loss": loss, "heldout_log_likelihood": heldout_ll}, step)
                 if stopping.update(heldout_ll, step) and config.simulator_patience > 0:
                     best_state = copy.deepcopy(self.simulator.state_dict())
                 LOGGER.info(

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 import ultra
 
+from .. import tensorboard
 from ..compat import runtime
 from .base import LOGGER
 
@@ -131,7 +132,7 @@ def pilot_scores(
     """
     scores: Dict[float, float] = {}
     for weight in candidates:
-        with restored_state(algorithm):
+        with restored_state(algorithm), tensorboard.paused():
             feed = pilot_feed(algorithm, batch_size)
             algorithm._optimizers = None  # a fresh optimizer, as the real run starts with
             algorithm.global_step = 0
