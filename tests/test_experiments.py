@@ -467,6 +467,19 @@ def test_gap_is_na_when_oracle_is_not_above_dla_and_p_values_say_worse():
     assert multr_csv.count(",n/a,") == len(METRICS)
 
 
+def _write_runs(runs_dir, records):
+    """Finished run folders (run.json, per_query_metrics.csv, done.json) for ``records``."""
+    for i, record in enumerate(records):
+        run_dir = runs_dir / ("%s_%s_%d" % (record.info["method"], record.info["fold"], i))
+        run_dir.mkdir(parents=True)
+        (run_dir / "run.json").write_text(json.dumps(record.info))
+        rows = ["qid," + ",".join(METRICS)] + [
+            q + "," + ",".join(str(v[m]) for m in METRICS) for q, v in record.per_query.items()
+        ]
+        (run_dir / "per_query_metrics.csv").write_text("\n".join(rows) + "\n")
+        (run_dir / "done.json").write_text("{}")
+
+
 def test_incomplete_groups_are_marked(tmp_path):
     base = {"F1": np.linspace(0.3, 0.6, 10), "F2": np.linspace(0.2, 0.5, 10)}
     records = _records("dla", "baseline", base) + _records("multr", "multr", base)
@@ -476,34 +489,40 @@ def test_incomplete_groups_are_marked(tmp_path):
     assert "### toy -- INCOMPLETE" in format_markdown(table) and "multr/F2 has 1 of 2 seeds" in format_markdown(table)
     # Through aggregate: a run folder without done.json (still running) marks its group too.
     runs_dir = tmp_path / "runs"
-    for i, record in enumerate(_records("dla", "baseline", {"F1": base["F1"]})):
-        run_dir = runs_dir / ("r%d" % i)
-        run_dir.mkdir(parents=True)
-        (run_dir / "run.json").write_text(json.dumps(record.info))
-        if i == 0:  # the other one is still going
-            rows = ["qid," + ",".join(METRICS)] + [
-                q + "," + ",".join(str(v[m]) for m in METRICS) for q, v in record.per_query.items()
-            ]
-            (run_dir / "per_query_metrics.csv").write_text("\n".join(rows) + "\n")
-            (run_dir / "done.json").write_text("{}")
+    _write_runs(runs_dir, _records("dla", "baseline", {"F1": base["F1"]}))
+    still_going = sorted(runs_dir.iterdir())[1]
+    (still_going / "done.json").unlink()
+    (still_going / "per_query_metrics.csv").unlink()
     aggregate(str(runs_dir), str(tmp_path / "results"), n_permutations=100)
     markdown = (tmp_path / "results" / "toy.md").read_text()
     assert "INCOMPLETE" in markdown and "1 run(s) not finished" in markdown
 
 
+def test_compare_pairs_one_method_across_two_run_folders(tmp_path):
+    from ultra_multr.experiments import compare
+
+    rng = np.random.default_rng(1)
+    base = {fold: rng.uniform(0.3, 0.6, size=40) for fold in ("F1", "F2")}
+    _write_runs(tmp_path / "before", _records("multr", "multr", {f: v - 0.1 for f, v in base.items()}))
+    _write_runs(tmp_path / "after", _records("multr", "multr", base) + _records("dla", "baseline", base))
+    out = tmp_path / "table.md"
+    assert compare.main([str(tmp_path / "before"), str(tmp_path / "after"), "--against", "dla",
+                         "--permutations", "500", "--out", str(out)]) == 0
+    rows = {line.split(" | ")[0].strip("| "): line for line in out.read_text().splitlines()[2:]}
+    assert set(rows) == {"dla (4 runs)", "before (4 runs)", "after (4 runs)",
+                         "before vs dla: p", "after vs dla: p", "after vs before: p"}
+    assert rows["after vs before: p"].count("(better)") == len(METRICS)  # 0.1 higher on every query
+    assert rows["before vs dla: p"].count("(worse)") == len(METRICS)
+    assert rows["after vs dla: p"].count("1 (equal)") == len(METRICS)  # identical per-query values
+    assert compare.main([str(tmp_path / "before"), str(tmp_path / "after"), "--method", "eib_multr"]) == 2
+
+
 def test_sweep_figure_is_written(tmp_path):
     runs_dir = tmp_path / "runs"
     for value in (0, 2, 8):
-        for record in _records("multr", "multr", {"F1": np.full(5, 0.4 + value / 100)}, variant="sample_num=%d" % value,
-                               sweep={"name": "samples", "parameter": "sample_num", "value": value}):
-            run_dir = runs_dir / ("v%d" % value) / ("seed%d" % record.info["seed"])
-            run_dir.mkdir(parents=True)
-            (run_dir / "run.json").write_text(json.dumps(record.info))
-            rows = ["qid," + ",".join(METRICS)] + [
-                q + "," + ",".join(str(v[m]) for m in METRICS) for q, v in record.per_query.items()
-            ]
-            (run_dir / "per_query_metrics.csv").write_text("\n".join(rows) + "\n")
-            (run_dir / "done.json").write_text("{}")
+        _write_runs(runs_dir / ("v%d" % value), _records(
+            "multr", "multr", {"F1": np.full(5, 0.4 + value / 100)}, variant="sample_num=%d" % value,
+            sweep={"name": "samples", "parameter": "sample_num", "value": value}))
     written = aggregate(str(runs_dir), str(tmp_path / "results"), n_permutations=100)
     figure = tmp_path / "results" / "toy__samples__multr.png"
     assert str(figure) in written

@@ -1,0 +1,120 @@
+"""Compare one method across two run folders: "before" and "after" a change, paired per query.
+
+The runner's tables test each MULTR row against the best baseline of the same
+run folder.  A change to MULTR itself (a new estimator, new defaults) is
+measured by running the old code into one folder and the new code into
+another on the same prepared data, and pairing their test queries here::
+
+    python -m ultra_multr.experiments.compare BEFORE_RUNS AFTER_RUNS --method multr \\
+        [--against dla] [--label-before ...] [--label-after ...] [--out table.md]
+
+Rows: mean +- standard deviation over runs (folds x seeds) of each metric;
+then the paired two-sided Fisher randomisation test of after against before,
+and of each against ``--against`` (a baseline of the *after* folder), on the
+test queries pooled over folds (each query averaged over seeds), with the
+direction of the difference.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..data.ultra_format import atomic_write_text
+from .aggregate import METRICS, RunRecord, collect_runs, pooled_queries
+from .significance import randomization_test
+
+
+def fresh_runs(runs_dir: str, method: str) -> List[RunRecord]:
+    """The finished runs of ``method`` without a sweep value (fresh clicks, default settings)."""
+    records = [r for r in collect_runs(runs_dir) if r.info["method"] == method and not r.info.get("sweep")]
+    if not records:
+        raise ValueError("no finished %r run without a sweep under %s" % (method, runs_dir))
+    return records
+
+
+def paired(a: Sequence[RunRecord], b: Sequence[RunRecord], metric: str) -> Tuple[np.ndarray, np.ndarray]:
+    """Per-query values [n] of ``a`` and ``b`` on the (fold, qid) both have, pooled over seeds."""
+    pa, pb = pooled_queries(a, metric), pooled_queries(b, metric)
+    keys = sorted(set(pa) & set(pb))
+    if not keys:
+        raise ValueError("the two groups of runs share no test query")
+    return np.array([pa[k] for k in keys]), np.array([pb[k] for k in keys])
+
+
+def significance_row(a: Sequence[RunRecord], b: Sequence[RunRecord], n_permutations: int) -> Dict[str, str]:
+    """metric -> "p (better|worse|equal)" for ``a`` against ``b``."""
+    cells = {}
+    for metric in METRICS:
+        x, y = paired(a, b, metric)
+        p = randomization_test(x, y, n_permutations)
+        diff = float(np.mean(x - y))
+        direction = "better" if diff > 0 else "worse" if diff < 0 else "equal"
+        cells[metric] = "%.3g (%s)" % (p, direction)
+    return cells
+
+
+def mean_row(records: Sequence[RunRecord]) -> Dict[str, str]:
+    """metric -> "mean +- std" over the runs."""
+    cells = {}
+    for metric in METRICS:
+        values = np.array([r.mean(metric) for r in records])
+        spread = "%.3f" % values.std(ddof=1) if len(values) > 1 else "n/a"
+        cells[metric] = "%.3f +- %s" % (values.mean(), spread)
+    return cells
+
+
+def comparison_table(
+    before_dir: str,
+    after_dir: str,
+    method: str,
+    against: Optional[str],
+    labels: Tuple[str, str],
+    n_permutations: int = 10000,
+) -> str:
+    """The Markdown table described in the module docstring."""
+    before, after = fresh_runs(before_dir, method), fresh_runs(after_dir, method)
+    rows: List[Tuple[str, Dict[str, str]]] = [
+        ("%s (%d runs)" % (labels[0], len(before)), mean_row(before)),
+        ("%s (%d runs)" % (labels[1], len(after)), mean_row(after)),
+    ]
+    if against:
+        baseline = fresh_runs(after_dir, against)
+        rows.insert(0, ("%s (%d runs)" % (against, len(baseline)), mean_row(baseline)))
+        rows.append(("%s vs %s: p" % (labels[0], against), significance_row(before, baseline, n_permutations)))
+        rows.append(("%s vs %s: p" % (labels[1], against), significance_row(after, baseline, n_permutations)))
+    rows.append(("%s vs %s: p" % (labels[1], labels[0]), significance_row(after, before, n_permutations)))
+    lines = ["| | " + " | ".join(METRICS) + " |", "|---" * (len(METRICS) + 1) + "|"]
+    lines += ["| %s | %s |" % (name, " | ".join(cells[m] for m in METRICS)) for name, cells in rows]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("before", help="runs folder of the old code (the runner's <output_dir>/runs)")
+    parser.add_argument("after", help="runs folder of the new code")
+    parser.add_argument("--method", default="multr")
+    parser.add_argument("--against", default="dla", help="a baseline of the after folder ('' for none)")
+    parser.add_argument("--label-before", default="before")
+    parser.add_argument("--label-after", default="after")
+    parser.add_argument("--permutations", type=int, default=10000)
+    parser.add_argument("--out", help="also write the table here")
+    args = parser.parse_args(argv)
+    try:
+        table = comparison_table(
+            args.before, args.after, args.method, args.against or None,
+            (args.label_before, args.label_after), args.permutations,
+        )
+    except ValueError as error:
+        print("error: %s" % error, file=sys.stderr)
+        return 2
+    print(table, end="")
+    if args.out:
+        atomic_write_text(args.out, table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
