@@ -25,9 +25,14 @@ Algorithm 1 of the paper inside ULTRA's unmodified ``main.py``:
    doubly-robust loss of Eq. dr_loss: ``sample_num`` independent random
    re-rankings per query, pseudo clicks sampled from the frozen simulator on
    the observed list and on every re-ranking, the observed list corrected
-   with DLA's inverse propensity weights, everything averaged over
-   ``|Pi| = sample_num + 1`` lists.  ``variant=eib`` gives EIB-MULTR.
-   ``imputation=expected`` uses the pseudo clicks' expectations instead,
+   with DLA's inverse propensity weights.  Each document's weight is
+   ``(1 - a) [c^o + (c - c^o) w] + a mean_s c^s``: ``a = S / (S + 1)`` is the
+   paper's average over ``|Pi| = sample_num + 1`` lists
+   (``rerank_weight=paper``); by default ``a`` is chosen before the first
+   update by a short pilot scored on the validation split
+   (:mod:`.rerank_weight`), and the weight is clamped at >= 0
+   (``dr_weight_guard=clip``; the paper's form is unbounded below).
+   ``variant=eib`` gives EIB-MULTR.  ``imputation=expected`` uses the pseudo clicks' expectations instead,
    estimated once per training list after the simulator is frozen (the
    loss's expectation is the same; see :mod:`ultra_multr.imputation`).
 
@@ -41,8 +46,8 @@ Where this follows the paper and where it differs:
   permutations (the paper's footnote).
 * Adds: a position embedding in the decoder input (the decoder otherwise
   knows the position only through its recurrence); options ``cell=gru``, an
-  input MLP and a teacher-forcing ratio; held-out queries, early stopping on
-  their click log-likelihood (``simulator_steps`` is a cap), resumable
+  input MLP and a teacher-forcing ratio; held-out sessions, early stopping
+  on their click log-likelihood (``simulator_steps`` is a cap), resumable
   intermediate checkpoints, and checkpoints tied to fingerprints of the
   training data and of the click model's JSON content.
 * Differs: the simulator's default optimizer is Adam 0.005 with an input MLP
