@@ -32,9 +32,10 @@ Algorithm 1 of the paper inside ULTRA's unmodified ``main.py``:
    update by a short pilot scored on the validation split
    (:mod:`.rerank_weight`), and the weight is clamped at >= 0
    (``dr_weight_guard=clip``; the paper's form is unbounded below).
-   ``variant=eib`` gives EIB-MULTR.  ``imputation=expected`` uses the pseudo clicks' expectations instead,
-   estimated once per training list after the simulator is frozen (the
-   loss's expectation is the same; see :mod:`ultra_multr.imputation`).
+   ``variant=eib`` gives EIB-MULTR.  ``imputation=expected`` uses the
+   pseudo clicks' expectations instead, estimated once per training list
+   after the simulator is frozen (the loss's expectation is the same without
+   the guard; see :mod:`ultra_multr.imputation`).
 
 Where this follows the paper and where it differs:
 
@@ -650,13 +651,12 @@ class DoublyRobustMixin:
         self, batch: Batch, scores: torch.Tensor, weights: torch.Tensor
     ) -> Tuple[torch.Tensor, Dict[str, float]]:
         observed, randomized = self.pseudo_clicks(batch)
-        config, clicks, a = self.hparams, batch.labels, self.rerank_weight
-        loss = losses.dr_loss(
-            scores, batch.mask, clicks, observed, randomized, weights, config.variant, a, config.dr_weight_guard
-        )
+        # Eq. dr_loss (losses.dr_loss) from its pieces: the unguarded weights, also logged, are computed once.
         unguarded = losses.dr_document_weights(
-            clicks, observed, randomized, weights, batch.mask, config.variant, a, guard="none"
+            batch.labels, observed, randomized, weights, batch.mask, self.hparams.variant, self.rerank_weight, "none"
         )
+        document_weights = losses.apply_weight_guard(unguarded, self.hparams.dr_weight_guard)
+        loss = losses.weighted_listwise_loss(scores, batch.mask, document_weights.detach())
         return loss, {
             "pseudo_clicks_per_list": float(observed.sum(-1).mean()),
             "negative_weight_share": losses.negative_weight_share(unguarded, batch.mask),

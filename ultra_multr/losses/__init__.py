@@ -9,9 +9,17 @@ Modules: :mod:`.listwise` (the softmax pieces they share), :mod:`.dla`,
 Every public name is re-exported here, so ``losses.dr_loss`` works.
 """
 from .dla import PROBABILITY_FUNCTIONS, dla_softmax_loss, ipw_weights, logits_to_probability
-from .dr import VARIANTS, WEIGHT_GUARDS, dr_document_weights, dr_loss, negative_weight_share, paper_rerank_weight
+from .dr import (
+    VARIANTS,
+    WEIGHT_GUARDS,
+    apply_weight_guard,
+    dr_document_weights,
+    dr_loss,
+    negative_weight_share,
+    paper_rerank_weight,
+)
 from .ipw import ipw_loss
-from .listwise import listwise_document_losses, masked_log_softmax, masked_mean
+from .listwise import listwise_document_losses, masked_log_softmax, masked_mean, weighted_listwise_loss
 from .paird import pairwise_debias_loss, pairwise_debias_pair_losses, pairwise_debias_update
 from .pal import log1mexp, pal_click_log_probability, pal_click_loss
 from .rem import online_em_update, rem_posteriors, sigmoid_cross_entropy
@@ -20,6 +28,7 @@ __all__ = [
     "PROBABILITY_FUNCTIONS",
     "VARIANTS",
     "WEIGHT_GUARDS",
+    "apply_weight_guard",
     "dla_softmax_loss",
     "dr_document_weights",
     "dr_loss",
@@ -40,4 +49,5 @@ __all__ = [
     "paper_rerank_weight",
     "rem_posteriors",
     "sigmoid_cross_entropy",
+    "weighted_listwise_loss",
 ]

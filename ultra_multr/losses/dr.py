@@ -9,7 +9,7 @@ from typing import Optional
 
 import torch
 
-from .listwise import listwise_document_losses
+from .listwise import weighted_listwise_loss
 
 
 VARIANTS = ("dr", "eib")
@@ -20,6 +20,14 @@ WEIGHT_GUARDS = ("clip", "none")
 def paper_rerank_weight(sample_num: int) -> float:
     """The re-ranked term's share in Eq. dr_loss: S / (S + 1)."""
     return sample_num / (sample_num + 1.0)
+
+
+def apply_weight_guard(document_weights: torch.Tensor, guard: str) -> torch.Tensor:
+    """The guard on per-document weights [B, N]: "clip" clamps them at >= 0,
+    "none" (the paper's form) leaves them as they are."""
+    if guard not in WEIGHT_GUARDS:
+        raise ValueError("guard must be one of %s, got %r" % (WEIGHT_GUARDS, guard))
+    return document_weights.clamp(min=0.0) if guard == "clip" else document_weights
 
 
 def dr_document_weights(
@@ -69,8 +77,6 @@ def dr_document_weights(
     """
     if variant not in VARIANTS:
         raise ValueError("variant must be one of %s, got %r" % (VARIANTS, variant))
-    if guard not in WEIGHT_GUARDS:
-        raise ValueError("guard must be one of %s, got %r" % (WEIGHT_GUARDS, guard))
     num_samples = randomized_pseudo_clicks.shape[1]
     a = paper_rerank_weight(num_samples) if rerank_weight is None else float(rerank_weight)
     if not 0.0 <= a <= 1.0:
@@ -84,9 +90,7 @@ def dr_document_weights(
     total = (1.0 - a) * observed
     if a > 0:
         total = total + a * randomized_pseudo_clicks.mean(dim=1)
-    if guard == "clip":
-        total = total.clamp(min=0.0)
-    return torch.where(mask, total, torch.zeros_like(total))
+    return apply_weight_guard(torch.where(mask, total, torch.zeros_like(total)), guard)
 
 
 def negative_weight_share(document_weights: torch.Tensor, mask: torch.Tensor) -> float:
@@ -124,5 +128,4 @@ def dr_loss(
     doc_weights = dr_document_weights(
         clicks, observed_pseudo_clicks, randomized_pseudo_clicks, weights, mask, variant, rerank_weight, guard
     )
-    deltas = listwise_document_losses(scores, mask)
-    return (doc_weights.detach() * deltas).sum(dim=-1).mean()
+    return weighted_listwise_loss(scores, mask, doc_weights.detach())

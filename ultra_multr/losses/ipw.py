@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .listwise import listwise_document_losses
+from .listwise import weighted_listwise_loss
 
 
 def ipw_loss(scores: torch.Tensor, mask: torch.Tensor, clicks: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -19,5 +19,4 @@ def ipw_loss(scores: torch.Tensor, mask: torch.Tensor, clicks: torch.Tensor, wei
     Returns:
         scalar.
     """
-    deltas = listwise_document_losses(scores, mask)
-    return (clicks * weights * deltas).sum(dim=-1).mean()
+    return weighted_listwise_loss(scores, mask, clicks * weights)

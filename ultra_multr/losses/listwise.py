@@ -35,6 +35,22 @@ def listwise_document_losses(scores: torch.Tensor, mask: torch.Tensor) -> torch.
     return -masked_log_softmax(scores, mask)
 
 
+def weighted_listwise_loss(scores: torch.Tensor, mask: torch.Tensor, document_weights: torch.Tensor) -> torch.Tensor:
+    """``mean_q sum_d W_qd Delta(d | q)``: per-document weights times Delta, mean over queries.
+
+    The form of Eq. ipw_loss and Eq. dr_loss alike, which differ only in W.
+
+    Args:
+        scores: [B, N] (gradients flow here); mask: [B, N] bool;
+        document_weights: [B, N], 0 at padded slots (detach them to keep
+            gradients out of the weights).
+
+    Returns:
+        scalar.
+    """
+    return (document_weights * listwise_document_losses(scores, mask)).sum(dim=-1).mean()
+
+
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean of ``values`` [B, N] over the valid slots of ``mask`` [B, N]; scalar."""
     valid = mask.to(values.dtype)
