@@ -134,6 +134,11 @@ class QueryArrays:
     def n_queries(self) -> int:
         return int(self.doc_ids.shape[0])
 
+    def list_features(self, query_idx: np.ndarray) -> np.ndarray:
+        """[B, N, F] float32 features of the given queries' displayed lists, zero vectors at padded slots."""
+        mask = self.mask[query_idx]
+        return self.features[np.where(mask, self.doc_ids[query_idx], 0)] * mask[..., None]
+
 
 def query_arrays(data_set: Any, n_positions: int) -> QueryArrays:
     """Read the first ``n_positions`` slots of every list of a ULTRA Raw_data.
@@ -292,8 +297,7 @@ class ClickSimulationFeed(BaseInputFeed):
         mask = arrays.mask[query_idx]
         features = None
         if self.click_model.needs_features:
-            rows = arrays.features[np.where(mask, arrays.doc_ids[query_idx], 0)]
-            features = torch.from_numpy(rows * mask[..., None])  # zero vectors at padded slots
+            features = torch.from_numpy(arrays.list_features(query_idx))
         clicks = self.click_model.sample_clicks(
             torch.from_numpy(labels), torch.from_numpy(mask), features, generator
         ).numpy()

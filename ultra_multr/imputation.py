@@ -212,9 +212,9 @@ class PseudoClickCache:
         started = time.perf_counter()
         arrays = query_arrays(data_set, self.simulator.config.list_size)
         for start in range(0, arrays.n_queries, batch_queries):
-            doc_ids, mask = arrays.doc_ids[start : start + batch_queries], arrays.mask[start : start + batch_queries]
-            features = arrays.features[np.where(mask, doc_ids, 0)] * mask[..., None]  # zeros at padding
-            self.add(torch.from_numpy(features).to(device), torch.from_numpy(mask).to(device))
+            queries = np.arange(start, min(start + batch_queries, arrays.n_queries))
+            features = torch.from_numpy(arrays.list_features(queries)).to(device)
+            self.add(features, torch.from_numpy(arrays.mask[queries]).to(device))
         LOGGER.info(
             "imputation=expected: expected pseudo clicks of %d distinct lists (%d samples each) in %.1f s",
             len(self), self.samples, time.perf_counter() - started,

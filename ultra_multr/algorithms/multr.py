@@ -300,7 +300,9 @@ class DoublyRobustMixin:
         self._simulator_ready = False
         #: a of Eq. dr_loss; None until "auto" has chosen it (first update).
         self.rerank_weight: Optional[float] = (
-            None if config.rerank_weight == "auto" else config.resolve_rerank_weight(config.rerank_weight, "rerank_weight")
+            None
+            if config.rerank_weight == "auto"
+            else config.resolve_rerank_weight(config.rerank_weight, "rerank_weight")
         )
 
     # -- phase 1: the user simulator -------------------------------------
@@ -429,13 +431,15 @@ class DoublyRobustMixin:
         heldout = self.heldout_sessions(sessions_per_query)
         return session_subset(self._train_set, ~heldout), session_subset(self._train_set, heldout)
 
-    def _click_feed(self, stream: int = 0):
-        """A new instance of main.py's training feed (class and hparams) for
-        simulator batches.  ``stream`` != 0 reseeds the feed's batch generator
-        (feeds with a torch ``generator``, like ours) into another stream,
-        leaving its click-log seed alone."""
+    def _click_feed(self, stream: int = 0, batch_size: Optional[int] = None):
+        """A new instance of main.py's training feed (class and hparams) of
+        ``batch_size`` lists (default: simulator batches).  ``stream`` != 0
+        reseeds the feed's batch generator (feeds with a torch ``generator``,
+        like ours) into another stream, leaving its click-log seed alone."""
         feed_class = ultra.utils.find_class(self.exp_settings["train_input_feed"])
-        feed = feed_class(self, self.hparams.simulator_batch_size, self.exp_settings.get("train_input_hparams", ""))
+        feed = feed_class(
+            self, batch_size or self.hparams.simulator_batch_size, self.exp_settings.get("train_input_hparams", "")
+        )
         generator = getattr(feed, "generator", None)
         if stream and isinstance(generator, torch.Generator):
             generator.manual_seed(int(np.random.SeedSequence([generator.initial_seed(), stream]).generate_state(1)[0]))
@@ -576,7 +580,9 @@ class DoublyRobustMixin:
                 last_log = time.monotonic()
         if best_state is not None:
             self.simulator.load_state_dict(best_state)
-            LOGGER.info("user simulator: ended at step %d; keeping the best held-out state (step %d)", step, stopping.best_step)
+            LOGGER.info(
+                "user simulator: ended at step %d; keeping the best held-out state (step %d)", step, stopping.best_step
+            )
         heldout_ll, per_position = self.simulator_log_likelihood(heldout)
         return dict(
             metadata,

@@ -85,10 +85,7 @@ def pilot_feed(algorithm, batch_size: int):
     reseeded here (a :class:`~ultra_multr.feeds.ClickLogFeed` keeps its log,
     which depends on its own seed alone).
     """
-    settings = algorithm.exp_settings
-    feed = ultra.utils.find_class(settings["train_input_feed"])(
-        algorithm, batch_size, settings.get("train_input_hparams", "")
-    )
+    feed = algorithm._click_feed(batch_size=batch_size)
     feed_seed = int(getattr(getattr(feed, "hparams", None), "seed", 0) or 0)
     seed = int(np.random.SeedSequence([feed_seed, PILOT_STREAM]).generate_state(1)[0])
     random.seed(seed)
