@@ -1,4 +1,4 @@
-# Sourced by example/reproduce_{table2,budgets,pbm}.sh after they set PRESET (an array of reproduce_mq2008.py flags).
+# Sourced by example/reproduce_{table2,budgets,pbm,small}.sh after they set PRESET (an array of reproduce_mq2008.py flags).
 #
 # Usage of those scripts: SCRIPT DATA_DIR OUT_DIR [more reproduce_mq2008.py flags, e.g. --dry-run]
 #   DATA_DIR holds MQ2008's S1.txt ... S5.txt; results (Markdown and CSV) go to OUT_DIR/results and

@@ -6,23 +6,28 @@ Usage::
         [--folds 1] [--steps 1000] [--seeds 0] [--workers 2] [--threads N] [--budgets 1 4 16]
         [--methods oracle naive dla multr rand_multr eib_multr] [--sweep 0 2 4 8 16 32]
         [--click-model settings/click_models/cascade_eps0.1_ymax2.json] [--no-fresh] [--dry-run]
+        [--train-queries 30] [--rerank-weights paper 0]
 
 The paper's tables, one script each (``DATA_DIR OUT_DIR [flags]``; environment
 SEEDS, STEPS, WORKERS, FOLDS): ``example/reproduce_table2.sh`` (fresh cascade
 clicks, the nine Table-2 methods, five folds), ``example/reproduce_budgets.sh``
 (fixed logs of K = 1, 4, 16 sessions per query) and
-``example/reproduce_pbm.sh`` (position-based clicks, eta = 2).
+``example/reproduce_pbm.sh`` (position-based clicks, eta = 2) and
+``example/reproduce_small.sh`` (30 training queries: when the re-ranked term
+helps and when it hurts).
 
 1. prepares the LETOR partitions into ULTRA data directories (five-fold
    rotation, Rank SVM on 1% of the training queries, at least 20; skipped
-   when present and prepared with the same recipe);
+   when present and prepared with the same recipe; ``--train-queries N``
+   keeps a seeded sample of N training queries);
 2. writes a runner config: cascade clicks with noise 0.1 for MQ2008's labels
    0..2 (or ``--click-model``), batch 256, N = 10, DNN [512, 256, 128], ``--steps`` ranker steps and
    as many simulator steps (the paper trains 10,000 of each); fresh clicks
    every step (the paper's protocol) plus fixed logs of K sessions per query
    (``--budgets``, for every method but Oracle and Rand-MULTR; with
    ``--no-fresh`` only those); a ``sample_num`` sweep for MULTR on the first
-   fold;
+   fold; with ``--rerank-weights``, MULTR again at each fixed weight of the
+   re-ranked term (``rerank_weight``) on every fold;
 3. runs it with ``--workers`` parallel processes (resumable: re-running skips
    finished runs) and aggregates Table-2 style tables, significance markers,
    the DLA-to-Oracle gap closed and the Figure-3 plot into ``<out>/results``,
@@ -67,6 +72,16 @@ def study_config(args, data_root: str) -> dict:
                 "overrides": {"train_input_feed": "ultra_multr.feeds.ClickLogFeed"},
             }
         )
+    if args.rerank_weights:
+        sweeps.append(
+            {
+                "name": "rerank_weight",
+                "methods": ["multr"],
+                "section": "learning_algorithm_hparams",
+                "parameter": "rerank_weight",
+                "values": list(args.rerank_weights),
+            }
+        )
     if args.sweep:
         sweeps.append(
             {
@@ -103,7 +118,7 @@ def study_config(args, data_root: str) -> dict:
     }
 
 
-def needs_preparation(data_root: str, folds) -> list:
+def needs_preparation(data_root: str, folds, options: prepare.PrepareOptions) -> list:
     """The folds whose data directory is missing or was prepared with another recipe."""
     missing = []
     for k in folds:
@@ -113,9 +128,22 @@ def needs_preparation(data_root: str, folds) -> list:
         except JsonFileError:
             missing.append(k)
             continue
-        if not prepare.made_with(report, prepare.PrepareOptions()):
+        if not prepare.made_with(report, options):
             missing.append(k)
     return missing
+
+
+def _rerank_weight(text: str) -> str:
+    """``paper`` or a number in [0, 1], kept as text (MULTR's ``rerank_weight`` hparam is a string)."""
+    if text == "paper":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is neither 'paper' nor a number" % text) from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError("%r is outside [0, 1]" % text)
+    return text
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -133,6 +161,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--click-model", default=CASCADE, help="click model JSON (default: cascade, noise 0.1, y_max 2)")
     parser.add_argument("--no-fresh", action="store_true", help="only the fixed click logs of --budgets")
     parser.add_argument("--dry-run", action="store_true", help="prepare nothing, train nothing: list the runs")
+    parser.add_argument(
+        "--train-queries", type=int, default=None,
+        help="keep a seeded sample of this many training queries per fold (default: all)",
+    )
+    parser.add_argument(
+        "--rerank-weights", type=_rerank_weight, nargs="*", default=[],
+        help="also run MULTR at these fixed rerank_weight values on every fold (e.g. paper 0)",
+    )
     args = parser.parse_args(argv)
     if not os.path.isfile(args.click_model):
         parser.error("--click-model %s does not exist" % args.click_model)
@@ -147,9 +183,12 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     out = os.path.abspath(args.out)
     data_root = os.path.join(out, "data")
-    missing = needs_preparation(data_root, args.folds)
+    options = prepare.PrepareOptions(train_queries=args.train_queries)
+    missing = needs_preparation(data_root, args.folds, options)
     if missing:
         prepare_argv = ["folds", "--partitions", args.data, "--out", data_root, "--folds", ",".join(map(str, missing))]
+        if args.train_queries is not None:
+            prepare_argv += ["--train-queries", str(args.train_queries)]
         if args.dry_run:
             print("would run: python -m ultra_multr.data.prepare %s" % " ".join(shlex.quote(a) for a in prepare_argv))
         else:

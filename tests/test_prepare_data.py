@@ -409,3 +409,40 @@ def test_bad_command_line_prints_one_line_naming_the_culprit(tmp_path, monkeypat
 def test_options_reject_bad_values():
     with pytest.raises(ValueError, match="svm_c"):
         PrepareOptions(svm_c=0.0)
+    with pytest.raises(ValueError, match="train_queries"):
+        PrepareOptions(train_queries=0)
+
+
+# --------------------------------------------------------------------------- small-data subsets
+
+
+def test_train_queries_keeps_a_seeded_sample_of_ultra_queries_with_their_full_data_lists(tmp_path, split_files):
+    data, paths = split_files
+    assert run_splits(paths, tmp_path / "full") == 0
+    assert run_splits(paths, tmp_path / "cut", "--train-queries", "12") == 0
+    assert run_splits(paths, tmp_path / "again", "--train-queries", "12") == 0
+    full, cut = read_written_split(str(tmp_path / "full"), "train"), read_written_split(str(tmp_path / "cut"), "train")
+    assert len(cut) == 12
+    for qid, (docs, features, labels, scores) in cut.items():
+        assert labels.max() > 0 and len(labels) >= 2  # ULTRA would not drop it
+        # Same Rank SVM and scaling as the full data: the kept query shows the same list.
+        assert docs == full[qid][0]
+        np.testing.assert_allclose(features, full[qid][1])
+        np.testing.assert_allclose(scores, full[qid][3])
+    assert cut.keys() == read_written_split(str(tmp_path / "again"), "train").keys()  # seeded
+    for split in ("valid", "test"):  # only the training split is cut
+        assert read_written_split(str(tmp_path / "cut"), split).keys() == read_written_split(str(tmp_path / "full"), split).keys()
+    report = json.load(open(tmp_path / "cut" / prepare.REPORT_FILE))
+    assert report["train_queries"] == 12 and report["splits"]["train"]["queries"] == 12
+    assert report["rank_svm"]["training_queries"] == len(data["train"])
+    assert prepare.made_with(report, PrepareOptions(train_queries=12))
+    assert not prepare.made_with(report, PrepareOptions())  # the full-data recipe does not reuse a cut fold
+    assert not prepare.made_with(json.load(open(tmp_path / "full" / prepare.REPORT_FILE)), PrepareOptions(train_queries=12))
+
+
+def test_more_train_queries_than_ultra_keeps_is_refused_naming_the_count(tmp_path, split_files, capsys):
+    _, paths = split_files
+    assert run_splits(paths, tmp_path / "out", "--train-queries", "31") == 2  # 40 queries, every 4th without relevant
+    error = capsys.readouterr().err
+    assert "train_queries=31" in error and "only 30 queries" in error
+    assert not os.path.exists(tmp_path / "out")

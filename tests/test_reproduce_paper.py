@@ -230,3 +230,27 @@ def test_mq2008_study_config_of_the_readme_loads():
     click_model = hparams(runs[0].settings["train_input_hparams"])["click_model_json"]
     assert os.path.isfile(click_model)
     assert config.datasets["mq2008"]["Fold1"] == os.path.join(REPO_ROOT, "data", "mq2008", "Fold1")
+
+
+def test_small_data_script_cuts_training_queries_and_runs_multr_at_each_fixed_weight(tmp_path):
+    import subprocess
+
+    (tmp_path / "main.py").write_text("")
+    env = {**os.environ, "SEEDS": "0", "FOLDS": "1 2", "STEPS": "20", "ULTRA_MAIN": str(tmp_path / "main.py")}
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [os.path.join(REPO_ROOT, "example", "reproduce_small.sh"), str(tmp_path / "MQ2008"), str(out), "--dry-run"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "--train-queries 30" in result.stdout
+    runs = expand_runs(load_config(str(out / "study.json")))
+    got = sorted((r.info["method"], r.info["variant"] or "", r.info["fold"]) for r in runs)
+    variants = ["", "rerank_weight=0", "rerank_weight=paper"]
+    folds = ("Fold1", "Fold2")
+    assert got == sorted([("dla", "", f) for f in folds] + [("multr", v, f) for v in variants for f in folds])
+    weights = {
+        r.info["variant"]: hparams(r.settings["learning_algorithm_hparams"]).get("rerank_weight")
+        for r in runs if r.info["method"] == "multr"
+    }
+    assert weights == {None: None, "rerank_weight=0": "0", "rerank_weight=paper": "paper"}  # the hparam is text

@@ -18,7 +18,11 @@ offline pipeline it follows):
    and order every query's list by that score.  The ranker's nDCG@10 on the
    training queries it did not train on is compared with a random ranking's;
    within 0.02 of it a warning says the initial ranking is near random;
-5. write ``settings.json``, ``{train,valid,test}/*`` and ``prepare_report.json``
+5. optionally (``train_queries``) keep a seeded sample of that many training
+   queries, drawn among those ULTRA's loader keeps, for small-data studies;
+   the Rank SVM and the scaling still come from the whole training split, so
+   the kept queries show the same lists as in the full data;
+6. write ``settings.json``, ``{train,valid,test}/*`` and ``prepare_report.json``
    into a temporary sibling directory and rename it into place, so an
    interrupted run leaves no half-written data directory.
 
@@ -31,7 +35,8 @@ Command line (also installed as ``ultra-multr-prepare``)::
     python -m ultra_multr.data.prepare folds --partitions MQ2008/ --out out/mq2008 [--folds 1,2]
     python -m ultra_multr.data.prepare splits --train a.txt --valid b.txt --test c.txt --out out/data
 
-Shared options: ``--log1p``, ``--svm-fraction 0.01``, ``--svm-min-queries 20``, ``--svm-c 200``, ``--seed 0``.
+Shared options: ``--log1p``, ``--svm-fraction 0.01``, ``--svm-min-queries 20``, ``--svm-c 200``, ``--seed 0``,
+``--train-queries N``.
 """
 from __future__ import annotations
 
@@ -45,7 +50,7 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -234,8 +239,14 @@ class PrepareOptions:
     svm_min_queries: int = DEFAULT_SVM_MIN_QUERIES
     svm_c: float = 200.0
     seed: int = 0
+    #: keep this many training queries (None: all of them)
+    train_queries: Optional[int] = None
 
     def __post_init__(self):
+        require(
+            self.train_queries is None or self.train_queries >= 1,
+            "train_queries must be a positive number of queries, got %r" % self.train_queries,
+        )
         require(0.0 < self.svm_fraction <= 1.0, "svm_fraction must be in (0, 1], got %r" % self.svm_fraction)
         require(self.svm_min_queries >= 1, "svm_min_queries must be >= 1, got %r" % self.svm_min_queries)
         require(self.svm_c > 0.0, "svm_c must be positive, got %r" % self.svm_c)
@@ -244,7 +255,8 @@ class PrepareOptions:
 def made_with(report: dict, options: PrepareOptions) -> bool:
     """Whether a ``prepare_report.json`` was written with these options (and this Rank SVM recipe)."""
     svm = report.get("rank_svm", {})
-    return report.get("log1p") == options.log1p and (
+    same_subset = report.get("train_queries") == options.train_queries
+    return same_subset and report.get("log1p") == options.log1p and (
         svm.get("fraction"), svm.get("min_queries"), svm.get("max_pairs_per_query"), svm.get("c"), svm.get("seed")
     ) == (options.svm_fraction, options.svm_min_queries, MAX_PAIRS_PER_QUERY, options.svm_c, options.seed)
 
@@ -297,6 +309,26 @@ def _split_queries(files: Sequence[LetorFile], split: str) -> List[LetorQuery]:
     return queries
 
 
+def kept_by_ultra(query: LetorQuery) -> bool:
+    """Whether ULTRA's loader keeps the query (``remove_invalid_data``): two documents and a relevant one."""
+    return len(query.labels) >= 2 and query.labels.max() > 0
+
+
+def sample_train_queries(queries: Sequence[LetorQuery], n: int, seed: int) -> List[LetorQuery]:
+    """A seeded sample of ``n`` of the queries ULTRA keeps, in their original order.
+
+    The draw uses its own stream (``[seed, 1]``), so it does not move the
+    Rank SVM's sample.  Fewer than ``n`` such queries is an error.
+    """
+    eligible = [q for q in queries if kept_by_ultra(q)]
+    if n > len(eligible):
+        raise ValueError(
+            "train_queries=%d, but the training split has only %d queries that ULTRA keeps" % (n, len(eligible))
+        )
+    picked = np.random.default_rng([seed, 1]).choice(len(eligible), size=n, replace=False)
+    return [eligible[i] for i in sorted(picked)]
+
+
 def _rank(query: LetorQuery, svm: RankSvm) -> RankedQuery:
     scores = svm.score(query.features)
     order = query_order(scores)
@@ -335,11 +367,14 @@ def prepare_dataset(split_files: Dict[str, Sequence[LetorFile]], options: Prepar
     if warning:
         logger.warning(warning)
     max_label = max(f.max_label for f in all_files)
+    if options.train_queries is not None:
+        normalised["train"] = sample_train_queries(normalised["train"], options.train_queries, options.seed)
     report = {
         "feature_size": feature_size,
         "max_label": max_label,
         "sources": {split: [os.path.abspath(f.path) for f in split_files[split]] for split in SPLITS},
         "log1p": options.log1p,
+        "train_queries": options.train_queries,
         "normalisation": {"train_min": scaler.low.tolist(), "train_max": scaler.high.tolist()},
         "rank_svm": {
             "fraction": options.svm_fraction,
@@ -355,7 +390,7 @@ def prepare_dataset(split_files: Dict[str, Sequence[LetorFile]], options: Prepar
             "heldout_training_queries": quality,
             "warning": warning,
         },
-        "splits": {split: split_counts(queries) for split, queries in splits.items()},
+        "splits": {split: split_counts(queries) for split, queries in normalised.items()},
     }
     ranked = {split: [_rank(q, svm) for q in queries] for split, queries in normalised.items()}
     return PreparedData(ranked=ranked, feature_size=feature_size, max_label=max_label, report=report)
@@ -516,6 +551,10 @@ def _build_parser() -> argparse.ArgumentParser:
         )
         mode.add_argument("--svm-c", type=float, default=200.0, help="Rank SVM C on SVMrank's scale (default 200)")
         mode.add_argument("--seed", type=int, default=0, help="seed of the Rank SVM's query sample and solver")
+        mode.add_argument(
+            "--train-queries", type=int, default=None,
+            help="keep a seeded sample of this many training queries (among those ULTRA keeps; default: all)",
+        )
     return parser
 
 
@@ -526,7 +565,7 @@ def main(argv: Sequence[str] = None) -> int:
         args = _build_parser().parse_args(argv)
         options = PrepareOptions(
             log1p=args.log1p, svm_fraction=args.svm_fraction, svm_min_queries=args.svm_min_queries,
-            svm_c=args.svm_c, seed=args.seed,
+            svm_c=args.svm_c, seed=args.seed, train_queries=args.train_queries,
         )
         if args.mode == "folds":
             reports = prepare_folds(args.partitions, args.out, args.folds, options)
