@@ -517,6 +517,25 @@ def test_compare_pairs_one_method_across_two_run_folders(tmp_path):
     assert compare.main([str(tmp_path / "before"), str(tmp_path / "after"), "--method", "eib_multr"]) == 2
 
 
+def test_compare_pairs_a_sweep_variant_with_the_default_in_one_folder(tmp_path):
+    from ultra_multr.experiments import compare
+
+    rng = np.random.default_rng(2)
+    base = {fold: rng.uniform(0.3, 0.6, size=30) for fold in ("F1", "F2")}
+    runs = tmp_path / "runs"
+    _write_runs(runs / "default", _records("multr", "multr", base) + _records("dla", "baseline", base))
+    _write_runs(runs / "fixed", _records(
+        "multr", "multr", {f: v - 0.05 for f, v in base.items()}, variant="rerank_weight=0",
+        sweep={"name": "rerank_weight", "parameter": "rerank_weight", "value": "0"}))
+    out = tmp_path / "table.md"
+    assert compare.main([str(runs), str(runs), "--variant-before", "rerank_weight=0", "--label-before", "a = 0",
+                         "--label-after", "auto", "--permutations", "500", "--out", str(out)]) == 0
+    rows = {line.split(" | ")[0].strip("| "): line for line in out.read_text().splitlines()[2:]}
+    assert rows["auto vs a = 0: p"].count("(better)") == len(METRICS)  # the default runs, not the sweep's
+    assert rows["a = 0 vs dla: p"].count("(worse)") == len(METRICS)
+    assert compare.main([str(runs), str(runs), "--variant-before", "rerank_weight=paper"]) == 2  # no such runs
+
+
 def test_sweep_figure_is_written(tmp_path):
     runs_dir = tmp_path / "runs"
     for value in (0, 2, 8):

@@ -7,6 +7,12 @@ another on the same prepared data, and pairing their test queries here::
 
     python -m ultra_multr.experiments.compare BEFORE_RUNS AFTER_RUNS --method multr \\
         [--against dla] [--label-before ...] [--label-after ...] [--out table.md]
+        [--variant-before rerank_weight=0] [--variant-after ...]
+
+The two folders may be the same one: ``--variant-before``/``--variant-after``
+pick a sweep's runs (the runner's variant name, e.g. ``rerank_weight=0``)
+instead of the runs without a sweep, so a fixed setting is paired with the
+default on the same data.
 
 Rows: mean +- standard deviation over runs (folds x seeds) of each metric;
 then the paired two-sided Fisher randomisation test of after against before,
@@ -27,11 +33,15 @@ from .aggregate import METRICS, RunRecord, collect_runs, pooled_queries
 from .significance import randomization_test
 
 
-def fresh_runs(runs_dir: str, method: str) -> List[RunRecord]:
-    """The finished runs of ``method`` without a sweep value (fresh clicks, default settings)."""
-    records = [r for r in collect_runs(runs_dir) if r.info["method"] == method and not r.info.get("sweep")]
+def method_runs(runs_dir: str, method: str, variant: Optional[str] = None) -> List[RunRecord]:
+    """The finished runs of ``method``: those of sweep variant ``variant``, or without a sweep (None)."""
+    if variant is None:
+        records = [r for r in collect_runs(runs_dir) if r.info["method"] == method and not r.info.get("sweep")]
+    else:
+        records = [r for r in collect_runs(runs_dir) if r.info["method"] == method and r.info.get("variant") == variant]
     if not records:
-        raise ValueError("no finished %r run without a sweep under %s" % (method, runs_dir))
+        what = "without a sweep" if variant is None else "of variant %r" % variant
+        raise ValueError("no finished %r run %s under %s" % (method, what, runs_dir))
     return records
 
 
@@ -73,15 +83,16 @@ def comparison_table(
     against: Optional[str],
     labels: Tuple[str, str],
     n_permutations: int = 10000,
+    variants: Tuple[Optional[str], Optional[str]] = (None, None),
 ) -> str:
     """The Markdown table described in the module docstring."""
-    before, after = fresh_runs(before_dir, method), fresh_runs(after_dir, method)
+    before, after = method_runs(before_dir, method, variants[0]), method_runs(after_dir, method, variants[1])
     rows: List[Tuple[str, Dict[str, str]]] = [
         ("%s (%d runs)" % (labels[0], len(before)), mean_row(before)),
         ("%s (%d runs)" % (labels[1], len(after)), mean_row(after)),
     ]
     if against:
-        baseline = fresh_runs(after_dir, against)
+        baseline = method_runs(after_dir, against)
         rows.insert(0, ("%s (%d runs)" % (against, len(baseline)), mean_row(baseline)))
         rows.append(("%s vs %s: p" % (labels[0], against), significance_row(before, baseline, n_permutations)))
         rows.append(("%s vs %s: p" % (labels[1], against), significance_row(after, baseline, n_permutations)))
@@ -99,13 +110,15 @@ def main(argv: Sequence[str] = None) -> int:
     parser.add_argument("--against", default="dla", help="a baseline of the after folder ('' for none)")
     parser.add_argument("--label-before", default="before")
     parser.add_argument("--label-after", default="after")
+    parser.add_argument("--variant-before", help="a sweep variant of the before folder (default: runs without a sweep)")
+    parser.add_argument("--variant-after", help="a sweep variant of the after folder (default: runs without a sweep)")
     parser.add_argument("--permutations", type=int, default=10000)
     parser.add_argument("--out", help="also write the table here")
     args = parser.parse_args(argv)
     try:
         table = comparison_table(
             args.before, args.after, args.method, args.against or None,
-            (args.label_before, args.label_after), args.permutations,
+            (args.label_before, args.label_after), args.permutations, (args.variant_before, args.variant_after),
         )
     except ValueError as error:
         print("error: %s" % error, file=sys.stderr)
