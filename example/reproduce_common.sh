@@ -11,6 +11,6 @@ DATA_DIR=$1 OUT_DIR=$2
 shift 2
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck disable=SC2086  # SEEDS and FOLDS are lists
-exec python "$HERE/reproduce_mq2008.py" --data "$DATA_DIR" --out "$OUT_DIR" \
+python "$HERE/reproduce_mq2008.py" --data "$DATA_DIR" --out "$OUT_DIR" \
   --folds ${FOLDS:-1 2 3 4 5} --seeds ${SEEDS:-0 1 2} --steps "${STEPS:-1000}" --workers "${WORKERS:-2}" \
   ${THREADS:+--threads "$THREADS"} "${PRESET[@]}" "$@"

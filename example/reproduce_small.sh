@@ -5,3 +5,10 @@
 set -euo pipefail
 PRESET=(--train-queries 30 --methods dla multr --budgets --sweep --rerank-weights paper 0)
 source "$(dirname "$0")/reproduce_common.sh" "$@"
+# MULTR at each fixed weight paired with the default (auto) and with DLA, per test query (pooled over folds and seeds).
+if [[ " $* " != *" --dry-run "* ]]; then
+  for A in paper 0; do
+    python -m ultra_multr.experiments.compare "$OUT_DIR/runs" "$OUT_DIR/runs" --variant-before "rerank_weight=$A" \
+      --label-before "MULTR a=$A" --label-after "MULTR auto" --out "$OUT_DIR/results/rerank_weight_$A.md"
+  done
+fi
