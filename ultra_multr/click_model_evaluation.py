@@ -3,7 +3,10 @@ held-out sessions, in pure torch (no ULTRA import).
 
 Setting: every query shows one fixed list (the top N of its initial list), so
 a query-document pair is a (query, position) pair.  A *session* is one
-query's list with its clicks.
+query's list with its clicks.  Sessions on other orders of the same
+documents are scored on :meth:`QueryLists.rows` (one row per session) by the
+models' :meth:`SessionModel.for_rows`, which moves per-document parameters
+with their documents.
 
 Models are scored by what they predict for each position t of a held-out
 session given the session's clicks above t:
@@ -77,6 +80,27 @@ class QueryLists:
     def n_positions(self) -> int:
         return int(self.mask.shape[1])
 
+    def rows(self, query: torch.Tensor, order: Optional[torch.Tensor] = None) -> "QueryLists":
+        """The lists of ``query`` [S], each shown in its own ``order``.
+
+        Args:
+            query: [S] int64 query of each row.
+            order: [S, N] int64, ``order[s, t]`` is the slot of query[s]'s
+                list whose document row s shows at position t (padded slots
+                must map to padded slots); None keeps every list as it is.
+
+        Returns:
+            QueryLists of S rows ([S, N, F] features, [S, N] labels and mask).
+        """
+        lists = QueryLists(self.features[query], self.labels[query], self.mask[query])
+        if order is None:
+            return lists
+        return QueryLists(
+            features=torch.gather(lists.features, 1, order.unsqueeze(-1).expand_as(lists.features)),
+            labels=torch.gather(lists.labels, 1, order),
+            mask=torch.gather(lists.mask, 1, order),
+        )
+
 
 @dataclass
 class Sessions:
@@ -110,6 +134,15 @@ class SessionModel(abc.ABC):
     @abc.abstractmethod
     def click_rates(self, lists: QueryLists) -> torch.Tensor:
         """[Q, N] float64 marginal P(c_t = 1) of each query's list; 0 at padding."""
+
+    def for_rows(self, query: torch.Tensor, order: torch.Tensor) -> "SessionModel":
+        """This model on ``lists.rows(query, order)`` (shapes there).
+
+        A model that reads only the lists' labels or features is the same
+        model there; one with parameters per (query, slot) must override
+        this to move them with the documents.
+        """
+        return self
 
 
 # -- known click models ----------------------------------------------------------
@@ -189,6 +222,10 @@ class FittedPBM(SessionModel):
     def conditional_click_probs(self, lists, sessions):
         return self.click_rates(lists)[sessions.query]
 
+    def for_rows(self, query, order):
+        """Examination stays with the position, attractiveness moves with the document."""
+        return FittedPBM(self.exam, torch.gather(self.attractiveness[query], 1, order))
+
 
 def fit_pbm(lists: QueryLists, sessions: Sessions, iterations: int = 200, prior_strength: float = 1.0) -> FittedPBM:
     """Maximum a-posteriori PBM by expectation-maximisation.
@@ -241,6 +278,9 @@ class FittedCascade(SessionModel):
     def conditional_click_probs(self, lists, sessions):
         clicked_before = (torch.cumsum(sessions.clicks, dim=1) - sessions.clicks) > 0
         return torch.where(clicked_before, 0.0, self.attractiveness[sessions.query])
+
+    def for_rows(self, query, order):
+        return FittedCascade(torch.gather(self.attractiveness[query], 1, order))
 
 
 def fit_cascade(lists: QueryLists, sessions: Sessions, prior_strength: float = 1.0) -> FittedCascade:
@@ -374,10 +414,12 @@ def train_simulator(
     config: SimulatorTrainingConfig,
     generator: torch.Generator,
     heldout: Optional[Sessions] = None,
+    heldout_lists: Optional[QueryLists] = None,
 ) -> Tuple[ContextAwareUserSimulator, List[Dict[str, float]]]:
     """Train a new simulator on ``sessions`` with the simulator loss (BCE + L2).
 
     Everything random, the initial weights included, comes from ``generator``.
+    ``heldout`` are sessions on ``heldout_lists`` (default: ``lists``).
 
     Returns:
         (simulator in eval mode, history): one ``{"step", "loss",
@@ -409,8 +451,9 @@ def train_simulator(
         if step == config.steps or (config.log_every and step % config.log_every == 0):
             entry = {"step": step, "loss": loss}
             if heldout is not None:
-                probs = SimulatorModel(simulator).conditional_click_probs(lists, heldout)
-                entry["heldout_log_likelihood"] = float(slot_log_likelihood(probs, heldout, lists).sum(1).mean())
+                shown = lists if heldout_lists is None else heldout_lists
+                probs = SimulatorModel(simulator).conditional_click_probs(shown, heldout)
+                entry["heldout_log_likelihood"] = float(slot_log_likelihood(probs, heldout, shown).sum(1).mean())
             logger.info("simulator step %d/%d: %s", step, config.steps, entry)
             history.append(entry)
     simulator.eval()

@@ -14,6 +14,12 @@ are sampled (seeded) from a known click model.  The report then
    position and overall, a reliability diagram; with sampled sessions also
    the true click model, the best any model can do in expectation.
 
+With ``--heldout_order random`` (sampled sessions only) every held-out
+session shows its query's displayed documents in its own uniformly random
+order (seeded, as MULTR's re-ranked term does), clicked by the true click
+model on that order; the models, still trained on logged-order sessions
+only, are scored on those orders: how well they extrapolate to re-rankings.
+
 Definitions are in :mod:`ultra_multr.click_model_evaluation`: every model is
 scored by ``P(c_t | clicks above t)`` (for PBM that is its marginal);
 overall perplexity is the mean of the per-position perplexities.
@@ -33,6 +39,10 @@ CLI (also installed as ``ultra-multr-simulator-report``)::
     python -m ultra_multr.simulator_report --data_dir out/mq2008/Fold1 \\
         --click_model settings/click_models/cascade_eps0.1_ymax2.json \\
         --train_sessions 100000 --heldout_sessions 20000 --out out/report
+    python -m ultra_multr.simulator_report --data_dir out/mq2008/Fold1 \\
+        --click_model settings/click_models/cascade_eps0.1_ymax2.json \\
+        --simulator_checkpoint MODEL/ultra_multr.MULTR.simulator.ckpt \\
+        --heldout_order random --out out/report_random
     python -m ultra_multr.simulator_report --data_dir DATA \\
         --train_clicks train.clicks --heldout_clicks heldout.clicks --out out/report
 """
@@ -48,7 +58,7 @@ import os
 import sys
 import time
 from dataclasses import asdict
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -68,6 +78,7 @@ from .click_model_evaluation import (
 )
 from .config import format_hparams, parse_hparams
 from .data.ultra_format import atomic_write_file, atomic_write_text
+from .randomization import random_permutations
 from .simulator import check_compatible, save_simulator
 
 logger = logging.getLogger(__name__)
@@ -83,6 +94,9 @@ SAMPLE_CHUNK = 4096
 MIN_PLOTTED_BIN = 30
 TRUE_MODEL = "true click model"
 SIMULATOR = "MULTR simulator"
+#: --heldout_order: the displayed order, or a uniformly random one per session.
+LOGGED, RANDOM = "logged", "random"
+HELDOUT_ORDERS = (LOGGED, RANDOM)
 
 
 # -- inputs ----------------------------------------------------------------------
@@ -159,18 +173,33 @@ def read_click_log(path: str, qids: Sequence[str], lists: QueryLists) -> Session
     return Sessions(query=torch.tensor(queries, dtype=torch.long), clicks=torch.tensor(sessions, dtype=torch.float32))
 
 
-def sample_sessions(click_model: Any, lists: QueryLists, n_sessions: int, generator: torch.Generator) -> Sessions:
+def sample_sessions(
+    click_model: Any, lists: QueryLists, n_sessions: int, generator: torch.Generator, reorder: bool = False
+) -> Tuple[Sessions, Optional[torch.Tensor]]:
     """``n_sessions`` sessions on uniformly drawn queries from an
-    :class:`ultra_multr.ultra_click_models.UltraClickModel`."""
-    queries, clicks = [], []
+    :class:`ultra_multr.ultra_click_models.UltraClickModel`.
+
+    With ``reorder`` each session shows its query's documents in a uniformly
+    random order of its own (padding stays at the tail).
+
+    Returns:
+        (sessions, order): without ``reorder`` the sessions are on ``lists``
+        and ``order`` is None; with it ``order`` [S, N] int64 holds each
+        session's slots by position and its clicks [S, N] are by position,
+        i.e. on ``lists.rows(sessions.query, order)``.
+    """
+    queries, orders, clicks = [], [], []
     for start in range(0, n_sessions, SAMPLE_CHUNK):
         query = torch.randint(lists.n_queries, (min(SAMPLE_CHUNK, n_sessions - start),), generator=generator)
-        mask = lists.mask[query]
-        features = lists.features[query] if click_model.needs_features else None
-        sampled = click_model.sample_clicks(lists.labels[query], mask, features, generator)
+        order = random_permutations(lists.mask[query], 1, generator)[:, 0] if reorder else None
+        shown = lists.rows(query, order)
+        features = shown.features if click_model.needs_features else None
+        sampled = click_model.sample_clicks(shown.labels, shown.mask, features, generator)
         queries.append(query)
-        clicks.append(torch.where(mask, sampled.float(), 0.0))
-    return Sessions(query=torch.cat(queries), clicks=torch.cat(clicks))
+        orders.append(order)
+        clicks.append(torch.where(shown.mask, sampled.float(), 0.0))
+    sessions = Sessions(query=torch.cat(queries), clicks=torch.cat(clicks))
+    return sessions, torch.cat(orders) if reorder else None
 
 
 def load_simulator_checkpoint(path: str, lists: QueryLists):
@@ -225,11 +254,13 @@ def build_report(
     pbm_iterations: int = 200,
     prior_strength: float = 1.0,
     ctr_samples: int = 200,
+    heldout_order: str = LOGGED,
 ) -> Dict[str, Any]:
     """Build the report, write its files into ``out_dir`` and return its JSON dict.
 
     Sessions come from ``click_model_json`` (sampled) or from both
-    ``train_clicks`` and ``heldout_clicks`` (logs).
+    ``train_clicks`` and ``heldout_clicks`` (logs).  ``heldout_order`` is
+    one of :data:`HELDOUT_ORDERS` (see the module docstring).
 
     Raises:
         ValueError / FileNotFoundError: bad input, naming the culprit.
@@ -237,6 +268,11 @@ def build_report(
     logs = (train_clicks, heldout_clicks)
     if (click_model_json is None) != all(logs) or (click_model_json is not None and any(logs)):
         raise ValueError("give either a click model JSON or both a training and a held-out click log")
+    if heldout_order not in HELDOUT_ORDERS:
+        raise ValueError("--heldout_order must be one of %s, got %r" % (HELDOUT_ORDERS, heldout_order))
+    if heldout_order == RANDOM and click_model_json is None:
+        raise ValueError("--heldout_order random needs sessions sampled from --click_model: "
+                         "a click log has no clicks on orders it did not show")
     if list_size < 1:
         raise ValueError("list_size must be >= 1, got %d" % list_size)
     started = time.time()
@@ -245,15 +281,16 @@ def build_report(
     # A given checkpoint is checked before anything slow happens.
     simulator = load_simulator_checkpoint(simulator_checkpoint, lists) if simulator_checkpoint else None
     train_seed, heldout_seed, simulator_seed, ctr_seed = _seeds(seed, 4)
-    true_model = None
+    true_model, order = None, None
     if click_model_json is not None:
         from .ultra_click_models import load_click_model_file
 
         click_model = load_click_model_file(click_model_json, what="click model JSON")
         if bool(lists.mask.any()):
             click_model.check_max_label(float(lists.labels[lists.mask].max()), source)
-        train = sample_sessions(click_model, lists, train_sessions, torch.Generator().manual_seed(train_seed))
-        heldout = sample_sessions(click_model, lists, heldout_sessions, torch.Generator().manual_seed(heldout_seed))
+        train, _ = sample_sessions(click_model, lists, train_sessions, torch.Generator().manual_seed(train_seed))
+        heldout, order = sample_sessions(click_model, lists, heldout_sessions,
+                                         torch.Generator().manual_seed(heldout_seed), heldout_order == RANDOM)
         true_model = known_session_model(click_model)
         sessions_info = {"click_model": os.path.abspath(click_model_json), "seed": seed}
     else:
@@ -261,19 +298,24 @@ def build_report(
         sessions_info = {
             "train_clicks": os.path.abspath(train_clicks), "heldout_clicks": os.path.abspath(heldout_clicks)
         }
-    sessions_info.update(train=len(train), heldout=len(heldout))
+    sessions_info.update(train=len(train), heldout=len(heldout), heldout_order=heldout_order)
+    heldout_lists, shown_query = lists, heldout.query
+    if order is not None:
+        heldout_lists, heldout = one_list_per_session(lists, heldout, order)
     logger.info("%d training and %d held-out sessions on %s", len(train), len(heldout), source)
 
     if simulator is not None:
         simulator_info: Dict[str, Any] = {"checkpoint": os.path.abspath(simulator_checkpoint)}
     else:
         generator = torch.Generator().manual_seed(simulator_seed)
-        simulator, history = train_simulator(lists, train, training, generator, heldout)
+        simulator, history = train_simulator(lists, train, training, generator, heldout, heldout_lists)
         checkpoint = os.path.join(out_dir, SIMULATOR_CKPT)
         simulator_info = {"checkpoint": checkpoint, "training": asdict(training), "history": history}
         save_simulator(checkpoint, simulator, dict(simulator_info, data=source, sessions=sessions_info))
 
-    simulator_model = SimulatorModel(simulator, ctr_samples, torch.Generator().manual_seed(ctr_seed))
+    # With one list per held-out session, sample about as many sessions in all as per query otherwise.
+    ctr_per_list = ctr_samples if order is None else math.ceil(ctr_samples * lists.n_queries / len(heldout))
+    simulator_model = SimulatorModel(simulator, ctr_per_list, torch.Generator().manual_seed(ctr_seed))
     models: List[SessionModel] = [
         simulator_model,
         fit_pbm(lists, train, pbm_iterations, prior_strength),
@@ -281,7 +323,9 @@ def build_report(
     ]
     if true_model is not None:
         models.insert(0, true_model)
-    scores = score_models(models, lists, heldout)
+    if order is not None:
+        models = [model.for_rows(shown_query, order) for model in models]
+    scores = score_models(models, heldout_lists, heldout)
     report = {
         "data": {"data_dir": os.path.abspath(data_dir), "split": split, "queries": lists.n_queries,
                  "list_size": list_size},
@@ -289,13 +333,21 @@ def build_report(
         "simulator": dict(simulator_info, config=asdict(simulator.config)),
         "baselines": {"pbm_iterations": pbm_iterations, "prior_strength": prior_strength},
         "ctr_samples": ctr_samples,
-        "heldout_sessions_per_position": heldout.mask(lists).sum(0).tolist(),
-        "observed_ctr_per_position": observed_ctr(lists, heldout),
+        "ctr_samples_per_list": ctr_per_list,
+        "heldout_sessions_per_position": heldout.mask(heldout_lists).sum(0).tolist(),
+        "observed_ctr_per_position": observed_ctr(heldout_lists, heldout),
         "models": [asdict(s) for s in scores],
         "seconds": round(time.time() - started, 1),
     }
     write_outputs(report, out_dir)
     return report
+
+
+def one_list_per_session(lists: QueryLists, sessions: Sessions, order: torch.Tensor) -> Tuple[QueryLists, Sessions]:
+    """Sessions shown in their own orders ([S, N], see :func:`sample_sessions`)
+    as sessions on S lists, row s being what session s showed."""
+    rows = torch.arange(len(sessions), device=sessions.query.device)
+    return lists.rows(sessions.query, order), Sessions(query=rows, clicks=sessions.clicks)
 
 
 def perplexity_gap(report: Dict[str, Any], model: Dict[str, Any]) -> Optional[float]:
@@ -317,6 +369,14 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> List[str]:
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
+HELDOUT_ORDER_TEXT = {
+    LOGGED: "Held-out sessions show each query's list in its logged (displayed) order, as training sessions do.",
+    RANDOM: "Held-out sessions show each query's displayed documents in a uniformly random order drawn per session "
+    "(seeded), clicked by the true click model on that order; the models were trained on logged-order sessions "
+    "only (`--heldout_order random`).",
+}
+
+
 def format_markdown(report: Dict[str, Any]) -> str:
     """The report's tables as Markdown."""
     data, sessions = report["data"], report["sessions"]
@@ -328,6 +388,8 @@ def format_markdown(report: Dict[str, Any]) -> str:
         "Data: `%s`, split `%s` (%d queries, top %d of each initial list). Sessions: %d training, %d held-out, "
         "from `%s`." % (data["data_dir"], data["split"], data["queries"], data["list_size"], sessions["train"],
                         sessions["heldout"], source),
+        "",
+        HELDOUT_ORDER_TEXT[sessions["heldout_order"]],
         "",
         "Held-out scores of P(click at t | clicks above t) (PBM: its marginal). Log-likelihood in nats; "
         "perplexity per position = 2^-(mean log2 P), overall = mean over positions (lower is better, 1 is perfect).",
@@ -414,7 +476,13 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--pbm_iterations", type=int, default=200, help="EM iterations of the PBM")
     parser.add_argument("--prior_strength", type=float, default=1.0, help="pseudo-observations of the baselines' prior")
-    parser.add_argument("--ctr_samples", type=int, default=200, help="sessions per query for the simulator's CTR")
+    parser.add_argument("--ctr_samples", type=int, default=200, help="sessions per query for the simulator's CTR "
+                        "(random held-out order: as many in all, over the held-out sessions' lists)")
+    parser.add_argument(
+        "--heldout_order", choices=HELDOUT_ORDERS, default=LOGGED,
+        help="order the held-out sessions show: the logged one (default) or a uniformly random one per session "
+        "(only with --click_model)",
+    )
     parser.add_argument("--out", required=True, help="output directory")
     return parser
 
@@ -432,7 +500,7 @@ def main(argv: Sequence[str] = None) -> int:
         report = build_report(
             args.data_dir, args.out, args.split, args.list_size, args.click_model, args.train_clicks,
             args.heldout_clicks, args.train_sessions, args.heldout_sessions, args.seed, args.simulator_checkpoint,
-            training, args.pbm_iterations, args.prior_strength, args.ctr_samples,
+            training, args.pbm_iterations, args.prior_strength, args.ctr_samples, args.heldout_order,
         )
     except (ValueError, OSError) as error:
         print("%s: error: %s" % (PROG, error), file=sys.stderr)
