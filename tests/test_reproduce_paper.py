@@ -254,3 +254,29 @@ def test_small_data_script_cuts_training_queries_and_runs_multr_at_each_fixed_we
         for r in runs if r.info["method"] == "multr"
     }
     assert weights == {None: None, "rerank_weight=0": "0", "rerank_weight=paper": "paper"}  # the hparam is text
+
+
+def test_simulator_rerank_table_reads_each_report_and_summarises_the_gap_per_order(tmp_path):
+    spec = importlib.util.spec_from_file_location("srt", os.path.join(REPO_ROOT, "example", "simulator_rerank_table.py"))
+    table_module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table_module)
+
+    def write(name, true_ppl, sim_ppl):
+        models = [{"name": n, "log_likelihood": -1.0, "perplexity": p} for n, p in
+                  (("true click model", true_ppl), ("MULTR simulator", sim_ppl), ("PBM (fitted)", 2.0),
+                   ("cascade (fitted)", true_ppl))]
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "simulator_report.json").write_text(json.dumps({"models": models}))
+
+    write("small_Fold1_logged", 1.0, 1.1)
+    write("small_Fold2_logged", 1.0, 1.3)
+    write("small_Fold1_random", 1.0, 1.5)
+    (tmp_path / "unrelated").mkdir()
+    table = table_module.rerank_table(str(tmp_path))
+    assert table.count("| small |") == 3
+    assert "small, logged orders: simulator perplexity gap mean +20.0 % (folds +10.0 to +30.0 %)" in table
+    assert "small, random orders: simulator perplexity gap mean +50.0 % (folds +50.0 to +50.0 %)" in table
+    write("full_Fold1_logged", 1.0, 1.1)
+    (tmp_path / "full_Fold1_logged" / "simulator_report.json").write_text(json.dumps({"models": []}))
+    with pytest.raises(ValueError, match="full_Fold1_logged.*true click model"):
+        table_module.rerank_table(str(tmp_path))
