@@ -278,20 +278,23 @@ class PreparedData:
     report: dict
 
 
+def kept_by_ultra(query: LetorQuery) -> bool:
+    """Whether ULTRA's loader keeps the query (``remove_invalid_data``): two documents and a relevant one."""
+    return len(query.labels) >= 2 and query.labels.max() > 0
+
+
 def split_counts(queries: Sequence[LetorQuery]) -> Dict[str, int]:
     """Queries, documents, and the queries ULTRA's loader will drop.
 
     ULTRA (``remove_invalid_data``) drops a list with fewer than two
     documents or without any relevant one.
     """
-    no_relevant = [q.labels.max() <= 0 for q in queries]
-    too_short = [len(q.labels) < 2 for q in queries]
     return {
         "queries": len(queries),
         "documents": int(sum(len(q.labels) for q in queries)),
-        "no_relevant": int(sum(no_relevant)),
-        "fewer_than_2_documents": int(sum(too_short)),
-        "dropped_by_ultra": int(sum(a or b for a, b in zip(no_relevant, too_short))),
+        "no_relevant": int(sum(q.labels.max() <= 0 for q in queries)),
+        "fewer_than_2_documents": int(sum(len(q.labels) < 2 for q in queries)),
+        "dropped_by_ultra": int(sum(not kept_by_ultra(q) for q in queries)),
     }
 
 
@@ -307,11 +310,6 @@ def _split_queries(files: Sequence[LetorFile], split: str) -> List[LetorQuery]:
             source[query.qid] = letor_file.path
             queries.append(query)
     return queries
-
-
-def kept_by_ultra(query: LetorQuery) -> bool:
-    """Whether ULTRA's loader keeps the query (``remove_invalid_data``): two documents and a relevant one."""
-    return len(query.labels) >= 2 and query.labels.max() > 0
 
 
 def sample_train_queries(queries: Sequence[LetorQuery], n: int, seed: int) -> List[LetorQuery]:
