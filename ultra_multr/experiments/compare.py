@@ -35,10 +35,10 @@ from .significance import randomization_test
 
 def method_runs(runs_dir: str, method: str, variant: Optional[str] = None) -> List[RunRecord]:
     """The finished runs of ``method``: those of sweep variant ``variant``, or without a sweep (None)."""
-    if variant is None:
-        records = [r for r in collect_runs(runs_dir) if r.info["method"] == method and not r.info.get("sweep")]
-    else:
-        records = [r for r in collect_runs(runs_dir) if r.info["method"] == method and r.info.get("variant") == variant]
+    def chosen(record: RunRecord) -> bool:
+        return not record.info.get("sweep") if variant is None else record.info.get("variant") == variant
+
+    records = [r for r in collect_runs(runs_dir) if r.info["method"] == method and chosen(r)]
     if not records:
         what = "without a sweep" if variant is None else "of variant %r" % variant
         raise ValueError("no finished %r run %s under %s" % (method, what, runs_dir))
