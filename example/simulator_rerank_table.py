@@ -19,9 +19,11 @@ import sys
 from collections import defaultdict
 from typing import Dict, List, Sequence
 
+from ultra_multr.click_model_evaluation import FittedCascade, FittedPBM
 from ultra_multr.experiments.jsonfile import JsonFileError, read_json
 from ultra_multr.simulator_report import SIMULATOR, TRUE_MODEL, perplexity_gap
 
+SCORED = (SIMULATOR, FittedPBM.name, FittedCascade.name)
 REPORT_DIR = re.compile(r"^(?P<data>.+)_Fold(?P<fold>\d+)_(?P<order>logged|random)$")
 
 
@@ -37,16 +39,16 @@ def rerank_table(reports_dir: str) -> str:
         path = os.path.join(reports_dir, name, "simulator_report.json")
         report = read_json(path, "simulator report")
         models = {model["name"]: model for model in report["models"]}
-        missing = [m for m in (TRUE_MODEL, SIMULATOR, "PBM (fitted)", "cascade (fitted)") if m not in models]
+        missing = [m for m in (TRUE_MODEL,) + SCORED if m not in models]
         if missing:
             raise ValueError("%s: no %s in its models (a report sampled from a click model is needed)" % (path, missing))
-        gap = {m: 100.0 * perplexity_gap(report, models[m]) for m in (SIMULATOR, "PBM (fitted)", "cascade (fitted)")}
+        gap = {m: 100.0 * perplexity_gap(report, models[m]) for m in SCORED}
         key = (match["data"], match["order"])
         gaps[key].append(gap[SIMULATOR])
         rows.append(
             "| %s | %s | %s | %.3f | %.3f | %+.1f %% | %+.1f %% | %+.1f %% |"
             % (match["data"], match["fold"], match["order"], models[TRUE_MODEL]["log_likelihood"],
-               models[SIMULATOR]["log_likelihood"], gap[SIMULATOR], gap["PBM (fitted)"], gap["cascade (fitted)"])
+               models[SIMULATOR]["log_likelihood"], *(gap[m] for m in SCORED))
         )
     lines = [
         "| data | fold | held-out order | true model LL | simulator LL | simulator gap | PBM gap | cascade gap |",
