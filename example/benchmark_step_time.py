@@ -6,6 +6,8 @@ Usage::
         [--features 700] [--samples 0 8 32] [--steps 20] [--device cpu]
         [--multr-hparams "simulator_input_mlp=[128]"] [--expected-samples 8 32]
 
+On CUDA, sampled-mode rows come twice: with the default ``cuda_graphs=auto``
+(sampling replayed as CUDA graphs) and with ``cuda_graphs=off`` (eager).
 Every configuration trains on the same random batch (ULTRA's input-feed
 format, so ``model.train`` does exactly what it does under main.py); the
 feed itself is not timed.  The simulator's training step is timed on the
@@ -209,14 +211,21 @@ def main() -> None:
     dla = DLA(data_set, settings("ultra_multr.DLA", common, args.list_size))
     steps["DLA"] = functools.partial(dla.train, feed)
     peaks["DLA"] = warm_up_and_peak(steps["DLA"], args.warmup, device)
-    for samples in args.samples:
-        name = "MULTR sample_num=%d" % samples
+    # On CUDA the sampled mode replays its sampling as CUDA graphs by default; eager rows beside them.
+    graphs = ["auto", "off"] if device.type == "cuda" else ["auto"]
+    for samples, graph in [(s, g) for s in args.samples for g in graphs]:
+        name = "MULTR sample_num=%d%s" % (samples, " cuda_graphs=off" if graph == "off" else "")
         reset_peak(device)
         multr = MULTR(
             data_set,
             settings(
                 "ultra_multr.MULTR",
-                ",".join(filter(None, [common, "simulator_steps=0,sample_num=%d" % samples, args.multr_hparams])),
+                ",".join(
+                    filter(
+                        None,
+                        [common, "simulator_steps=0,sample_num=%d,cuda_graphs=%s" % (samples, graph), args.multr_hparams],
+                    )
+                ),
                 args.list_size,
             ),
         )

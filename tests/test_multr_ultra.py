@@ -150,6 +150,27 @@ def test_seed_makes_a_cpu_run_repeat_exactly(synthetic_data_dir):
     assert other != first
 
 
+def test_cuda_graphs_on_needs_a_cuda_device(synthetic_data_dir):
+    with pytest.raises(ValueError, match="cuda_graphs=on needs a CUDA device, but the device is cpu"):
+        build(synthetic_data_dir, "simulator_steps=0,device=cpu,cuda_graphs=on")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")
+def test_cuda_graph_sampling_trains_like_eager_sampling(synthetic_data_dir):
+    from ultra_multr.simulator import GraphedSampler
+
+    runs = {}
+    for graphs in ("auto", "off"):
+        model, feed, data = build(
+            synthetic_data_dir,
+            "sample_num=3,simulator_steps=3,simulator_batch_size=8,seed=5,device=cuda,rerank_weight=paper,"
+            "cuda_graphs=%s" % graphs,
+        )
+        runs[graphs] = train_losses(model, feed, data, steps=3)
+        assert isinstance(model.sampler, GraphedSampler) == (graphs == "auto")
+    assert runs["auto"] == pytest.approx(runs["off"], rel=1e-5)
+
+
 def test_sample_num_zero_trains(synthetic_data_dir):
     model, feed, data = build(synthetic_data_dir, "sample_num=0,simulator_steps=0,seed=1")
     losses_ = train_losses(model, feed, data, steps=2)

@@ -78,7 +78,7 @@ import copy
 import os
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -95,6 +95,7 @@ from ..simulator import (
     CELLS,
     ContextAwareUserSimulator,
     EarlyStopping,
+    GraphedSampler,
     SimulatorConfig,
     check_compatible,
     click_log_likelihood,
@@ -109,6 +110,7 @@ from .dla import DLA, DLAConfig
 from .rerank_weight import DEFAULT_BATCH_SIZE, choose_by_validation, read_validation_set
 
 SIMULATOR_OPTIMIZERS = ("adagrad", "adam")
+CUDA_GRAPHS = ("auto", "on", "off")
 #: SeedSequence spawn keys of the simulator's random streams (with the seed).
 HELDOUT_SPLIT_STREAM, HELDOUT_FEED_STREAM = 1, 2
 #: A progress line at least this often while the simulator trains.
@@ -169,6 +171,9 @@ class DoublyRobustConfig(AlgorithmConfig):
             list after the simulator is frozen; see ultra_multr.imputation).
         imputation_samples: Monte-Carlo sessions per list and order type of
             "expected" (standard error <= 0.5 / sqrt(imputation_samples)).
+        cuda_graphs: "auto" (on when the device is CUDA), "on" or "off":
+            ``imputation=sampled`` replays each step's sampling as a CUDA
+            graph (the same clicks; :mod:`ultra_multr.simulator.graphs`).
     """
 
     sample_num: int = 8
@@ -195,6 +200,7 @@ class DoublyRobustConfig(AlgorithmConfig):
     rerank_pilot_steps: int = 200
     imputation: str = "sampled"
     imputation_samples: int = 256
+    cuda_graphs: str = "auto"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -225,6 +231,9 @@ class DoublyRobustConfig(AlgorithmConfig):
             "imputation must be one of %s, got %r" % (IMPUTATION_MODES, self.imputation),
         )
         require(self.imputation_samples >= 1, "imputation_samples must be >= 1, got %d" % self.imputation_samples)
+        require(
+            self.cuda_graphs in CUDA_GRAPHS, "cuda_graphs must be one of %s, got %r" % (CUDA_GRAPHS, self.cuda_graphs)
+        )
         object.__setattr__(self, "simulator_input_mlp", tuple(self.simulator_input_mlp))
         require(
             self.dr_weight_guard in losses.WEIGHT_GUARDS,
@@ -298,6 +307,12 @@ class DoublyRobustMixin:
             self.generator.manual_seed(config.seed)
         self._train_set = data_set
         self._simulator_ready = False
+        require(
+            config.cuda_graphs != "on" or self.device.type == "cuda",
+            "cuda_graphs=on needs a CUDA device, but the device is %s" % self.device,
+        )
+        #: what samples pseudo clicks: the simulator, or its CUDA-graph replay (set when it is frozen).
+        self.sampler: Union[ContextAwareUserSimulator, GraphedSampler] = self.simulator
         #: a of Eq. dr_loss; None until "auto" has chosen it (first update).
         self.rerank_weight: Optional[float] = (
             None
@@ -386,6 +401,9 @@ class DoublyRobustMixin:
         for parameter in self.simulator.parameters():
             parameter.requires_grad_(False)
         self._simulator_ready = True
+        self.sampler = self.simulator
+        if self.device.type == "cuda" and self.hparams.cuda_graphs != "off" and self.hparams.imputation == "sampled":
+            self.sampler = GraphedSampler(self.simulator)
         if self.hparams.imputation == "expected":
             self.pseudo_click_cache = PseudoClickCache(self.simulator, self.hparams.imputation_samples, self.generator)
             self.pseudo_click_cache.add_data_set(self._train_set)
@@ -607,7 +625,7 @@ class DoublyRobustMixin:
         identity = torch.arange(batch.mask.shape[1], device=self.device).expand(batch.batch_size, 1, -1)
         orders = torch.cat([identity, permutations], dim=1)
         with torch.no_grad():
-            clicks = self.simulator.sample_clicks(batch.features, batch.mask, orders, self.generator)
+            clicks = self.sampler.sample_clicks(batch.features, batch.mask, orders, self.generator)
         return clicks[:, 0], to_document_order(clicks[:, 1:], permutations)
 
     def select_rerank_weight(self, valid_set=None, batch_size: Optional[int] = None) -> float:

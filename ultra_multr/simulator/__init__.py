@@ -2,13 +2,15 @@
 
 Modules: :mod:`.model` (the network and its hand-written recurrent steps),
 :mod:`.sampling` (chunking and click draws of ``sample_clicks``),
+:mod:`.graphs` (that sampling replayed as CUDA graphs),
 :mod:`.training` (loss, optimizer step, early stopping) and
 :mod:`.checkpoint` (simulator and training-state files).  Every public name
 is re-exported here, so ``from ultra_multr.simulator import X`` works.
 """
 from .checkpoint import check_compatible, load_simulator, load_training_state, save_simulator, save_training_state
+from .graphs import GraphedSampler
 from .model import CELLS, CLICK, SKIP, UNKNOWN, ContextAwareUserSimulator, DocumentGates, RecurrentCell, SimulatorConfig
-from .sampling import LISTS_PER_CHUNK, click_thresholds, queries_per_chunk
+from .sampling import LISTS_PER_CHUNK, click_thresholds, queries_per_chunk, sampling_uniforms
 from .training import EarlyStopping, click_log_likelihood, simulator_loss, simulator_update
 
 __all__ = [
@@ -20,6 +22,7 @@ __all__ = [
     "ContextAwareUserSimulator",
     "DocumentGates",
     "EarlyStopping",
+    "GraphedSampler",
     "RecurrentCell",
     "SimulatorConfig",
     "check_compatible",
@@ -28,6 +31,7 @@ __all__ = [
     "load_simulator",
     "load_training_state",
     "queries_per_chunk",
+    "sampling_uniforms",
     "save_simulator",
     "save_training_state",
     "simulator_loss",

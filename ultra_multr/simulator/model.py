@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import torch
 from torch import nn
 
 from ..config import require
-from .sampling import LISTS_PER_CHUNK, click_thresholds, queries_per_chunk
+from .sampling import LISTS_PER_CHUNK, click_thresholds, sampling_uniforms
 
 UNKNOWN, SKIP, CLICK = 0, 1, 2
 CELLS = ("lstm", "gru")
@@ -207,21 +207,26 @@ class _Layout:
     Args:
         order: [B, P, N] slot shown at each position; shown: [B, P, N] bool.
         slots: N of the per-document tables (rows are ``b * N + slot``).
+        static: read nothing back from the device (no host sync: what a
+            CUDA graph capture needs); the shortcuts below, which depend on
+            the data, are then not taken.  Same results either way.
 
     Attributes:
         shown: [N, M] bool with M = B * P lists.
-        all_shown: N bools.
+        all_shown: N bools (every list shows a document at that position).
+        identity: the lists are the observed ones (strided views replace the gathers).
     """
 
-    def __init__(self, order: torch.Tensor, shown: torch.Tensor, slots: int) -> None:
+    def __init__(self, order: torch.Tensor, shown: torch.Tensor, slots: int, static: bool = False) -> None:
         batch, lists, positions = order.shape
         self.lists, self.slots = batch * lists, positions
         self.shown = shown.permute(2, 0, 1).reshape(positions, self.lists)
-        #: per position: every list shows a document there (one sync, here)
-        self.all_shown = self.shown.all(dim=1).tolist()
-        identity = torch.arange(positions, device=order.device)
-        # Observed lists (training): strided views replace the gathers.
-        self.identity = lists == 1 and positions == slots and bool((order == identity).all())
+        if static:
+            self.all_shown, self.identity = [False] * positions, False
+        else:  # one sync each, here
+            self.all_shown = self.shown.all(dim=1).tolist()
+            identity = torch.arange(positions, device=order.device)
+            self.identity = lists == 1 and positions == slots and bool((order == identity).all())
         self.rows: Optional[torch.Tensor] = None
         if not self.identity:
             offsets = (torch.arange(batch, device=order.device) * slots).view(batch, 1, 1)
@@ -315,6 +320,8 @@ class ContextAwareUserSimulator(nn.Module):
         given_clicks: Optional[torch.Tensor],
         teacher_forcing_ratio: float,
         generator: Optional[torch.Generator],
+        uniform: Optional[torch.Tensor] = None,
+        static: bool = False,
     ) -> Tuple[torch.Tensor, torch.Tensor]:
         """Run the click decoder over lists given as orders of the documents.
 
@@ -327,6 +334,9 @@ class ContextAwareUserSimulator(nn.Module):
             teacher_forcing_ratio: probability of feeding the observed click
                 rather than a sampled one as the next step's previous action.
             generator: randomness for sampled actions.
+            uniform: [N, B*P] the sampled actions' draws made beforehand
+                (:func:`.sampling.sampling_uniforms`); None draws them here.
+            static: no host sync (see :class:`_Layout`).
 
         Returns:
             (logits [B, P, N], clicks [B, P, N]); clicks are the actions fed
@@ -337,7 +347,7 @@ class ContextAwareUserSimulator(nn.Module):
         batch, lists, slots = order.shape
         rows = batch * lists
         hidden = self.config.hidden_size
-        layout = _Layout(order, shown, gates.slots)
+        layout = _Layout(order, shown, gates.slots, static)
         context_gates = self.decoder.project(self.context_projection(self._context(gates, layout)), 0, hidden)
         actions = self.decoder.project(self.action_projection(self.action_embedding.weight), 2 * hidden, 3 * hidden)
         positions = self.decoder.project(self.position_embedding.weight[:slots], 3 * hidden)  # [N, G]
@@ -351,7 +361,7 @@ class ContextAwareUserSimulator(nn.Module):
         threshold = None
         if given is None or teacher_forcing_ratio < 1.0:
             threshold = click_thresholds(
-                layout.shown, given, teacher_forcing_ratio, generator, context_gates.dtype
+                layout.shown, given, teacher_forcing_ratio, generator, context_gates.dtype, uniform
             )
         state: Optional[Tuple[torch.Tensor, ...]] = None
         previous_click: Optional[torch.Tensor] = None  # [M, 1]
@@ -456,16 +466,44 @@ class ContextAwareUserSimulator(nn.Module):
         lists_per_chunk: int,
     ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sampled sessions: (logits, clicks, shown), each [B, P, N] by position."""
+        uniforms = sampling_uniforms(
+            orders.shape, generator, self.click_head.weight.dtype, features.device, lists_per_chunk
+        )
+        return self.sample_with_uniforms(features, mask, orders, uniforms)
+
+    def sample_with_uniforms(
+        self,
+        features: torch.Tensor,
+        mask: torch.Tensor,
+        orders: torch.Tensor,
+        uniforms: List[torch.Tensor],
+        static: bool = False,
+    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sampled sessions from draws made beforehand: a function of its
+        inputs alone, which :mod:`.graphs` captures as a CUDA graph.
+
+        Args:
+            features, mask, orders: as :meth:`sample_clicks`.
+            uniforms: from :func:`.sampling.sampling_uniforms` for
+                ``orders.shape`` (their chunks set the chunking).
+            static: read nothing back from the device (see :class:`_Layout`).
+
+        Returns:
+            (logits, clicks, shown), each [B, P, N] by position.
+        """
         shown = torch.gather(mask.unsqueeze(1).expand_as(orders), 2, orders)
         gates = self.document_gates(features)
-        batch, lists, slots = orders.shape
-        queries = queries_per_chunk(batch, lists, lists_per_chunk)
+        slots = orders.shape[2]
         logits, clicks = [], []
-        for start in range(0, batch, queries):
-            stop = start + queries
+        start = 0
+        for uniform in uniforms:
+            stop = start + uniform.shape[1] // orders.shape[1]
             rows = slice(start * slots, stop * slots)
             part = DocumentGates(gates.encoder_forward[rows], gates.encoder_backward[rows], gates.decoder[rows], slots)
-            part_logits, part_clicks = self._decode(part, orders[start:stop], shown[start:stop], None, 0.0, generator)
+            part_logits, part_clicks = self._decode(
+                part, orders[start:stop], shown[start:stop], None, 0.0, None, uniform, static
+            )
             logits.append(part_logits)
             clicks.append(part_clicks)
+            start = stop
         return torch.cat(logits), torch.cat(clicks), shown

@@ -3,12 +3,12 @@
 :meth:`ContextAwareUserSimulator.sample_clicks
 <ultra_multr.simulator.model.ContextAwareUserSimulator.sample_clicks>` runs
 its recurrences over chunks of whole queries (:func:`queries_per_chunk`) and
-draws every action up front (:func:`click_thresholds`).
+draws every action up front (:func:`sampling_uniforms`, :func:`click_thresholds`).
 """
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import List, Optional, Tuple
 
 import torch
 
@@ -26,12 +26,40 @@ def queries_per_chunk(batch: int, lists_per_query: int, lists_per_chunk: int = L
     return -(-batch // chunks)
 
 
+def sampling_uniforms(
+    orders_shape: Tuple[int, int, int],
+    generator: Optional[torch.Generator],
+    dtype: torch.dtype,
+    device: torch.device,
+    lists_per_chunk: int = LISTS_PER_CHUNK,
+) -> List[torch.Tensor]:
+    """The uniform draws of one ``sample_clicks`` call, chunk by chunk.
+
+    Drawn before any recurrence runs, in the order the chunks are decoded,
+    so that sampling itself is a function of its inputs alone (what a CUDA
+    graph replays) and gives the same clicks as drawing chunk by chunk.
+
+    Args:
+        orders_shape: (B, P, N) of the orders to sample on.
+
+    Returns:
+        one [N, M_c] tensor per chunk, M_c = (queries in chunk c) * P.
+    """
+    batch, lists, slots = orders_shape
+    queries = queries_per_chunk(batch, lists, lists_per_chunk)
+    return [
+        torch.rand((slots, (min(start + queries, batch) - start) * lists), generator=generator, device=device, dtype=dtype)
+        for start in range(0, batch, queries)
+    ]
+
+
 def click_thresholds(
     shown: torch.Tensor,
     given: Optional[torch.Tensor],
     teacher_forcing_ratio: float,
     generator: Optional[torch.Generator],
     dtype: torch.dtype,
+    uniform: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Thresholds on the logits that give the action fed to the next step.
 
@@ -43,11 +71,14 @@ def click_thresholds(
 
     Args:
         shown: [N, M] bool; given: [N, M] observed clicks or None.
+        uniform: [N, M] draws of ``u`` made beforehand (see
+            :func:`sampling_uniforms`); None draws them here from ``generator``.
 
     Returns:
         [N, M] thresholds: the action at t is ``logit_t > threshold[t]``.
     """
-    uniform = torch.rand(shown.shape, generator=generator, device=shown.device, dtype=dtype)
+    if uniform is None:
+        uniform = torch.rand(shown.shape, generator=generator, device=shown.device, dtype=dtype)
     threshold = torch.logit(uniform)
     if given is not None:
         use_given = torch.rand(shown.shape, generator=generator, device=shown.device) < teacher_forcing_ratio
