@@ -222,6 +222,48 @@ def test_multr_ipw_is_the_dr_loss_over_ipw_weights(synthetic_data_dir, monkeypat
     assert "exam_loss" not in parts
 
 
+def test_multr_ranking_loss_is_the_dr_loss_and_logs_the_share_of_negative_weights(
+    synthetic_data_dir, monkeypatch, device
+):
+    """MULTR's ranking loss is losses.dr_loss under its default "clip" guard, with pseudo clicks on the
+    observed and the re-ranked lists, on a batch where c^o = 1, c = 0 and a large w make the paper's weight
+    W_d = [c^o_d + sum_s c^s_d + (c_d - c^o_d) w_d] / (S + 1) negative; the negative_weight_share it
+    logs is the share of real documents with W_d < 0."""
+    settings = algorithm_settings(
+        "ultra_multr.MULTR", "seed=0,sample_num=2,rerank_weight=paper,simulator_steps=0,device=%s" % device
+    )
+    model, feed, data = build(synthetic_data_dir, settings)
+    assert model.hparams.dr_weight_guard == "clip"
+    batch = model.batch(feed.get_batch(data, check_validation=True)[0], 10)
+    mask = batch.mask
+    generator = torch.Generator().manual_seed(4)
+    shape, samples = tuple(mask.shape), 2
+    clicks = (torch.rand(shape, generator=generator) < 0.3).float().to(mask.device) * mask
+    observed = (torch.rand(shape, generator=generator) < 0.5).float().to(mask.device) * mask
+    randomized = (torch.rand((shape[0], samples) + shape[1:], generator=generator) < 0.5).float().to(mask.device)
+    randomized = randomized * mask.unsqueeze(1)
+    weights = (1.0 + 9.0 * torch.rand(shape, generator=generator)).to(mask.device) * mask
+    batch = Batch(features=batch.features, labels=clicks, mask=mask)
+    monkeypatch.setattr(model, "pseudo_clicks", lambda b: (observed, randomized))
+    scores = model.scores(batch)
+
+    loss, parts = model.ranking_loss(batch, scores, weights)
+
+    expected = losses.dr_loss(scores, mask, clicks, observed, randomized, weights)
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
+    negative = 0
+    for b, d in mask.nonzero().tolist():
+        paper_weight = (
+            observed[b, d] + randomized[b, :, d].sum() + (clicks[b, d] - observed[b, d]) * weights[b, d]
+        ) / (samples + 1)
+        negative += int(paper_weight < 0)
+    share = negative / int(mask.sum())
+    assert 0 < share < 1  # the guard acts on some documents and not on all
+    assert parts["negative_weight_share"] == pytest.approx(share)
+    unguarded = losses.dr_loss(scores, mask, clicks, observed, randomized, weights, guard="none")
+    assert unguarded.item() != pytest.approx(expected.item(), rel=1e-3)  # ... so it matters which one is used
+
+
 # -- ULTRA's main.py ------------------------------------------------------------------
 
 MAIN_PY_RUNS = {

@@ -675,12 +675,10 @@ class DoublyRobustMixin:
         self, batch: Batch, scores: torch.Tensor, weights: torch.Tensor
     ) -> Tuple[torch.Tensor, Dict[str, float]]:
         observed, randomized = self.pseudo_clicks(batch)
-        # Eq. dr_loss (losses.dr_loss) from its pieces: the unguarded weights, also logged, are computed once.
-        unguarded = losses.dr_document_weights(
-            batch.labels, observed, randomized, weights, batch.mask, self.hparams.variant, self.rerank_weight, "none"
+        loss, unguarded = losses.dr_loss_and_weights(
+            scores, batch.mask, batch.labels, observed, randomized, weights,
+            self.hparams.variant, self.rerank_weight, self.hparams.dr_weight_guard,
         )
-        document_weights = losses.apply_weight_guard(unguarded, self.hparams.dr_weight_guard)
-        loss = losses.weighted_listwise_loss(scores, batch.mask, document_weights.detach())
         return loss, {
             "pseudo_clicks_per_list": float(observed.sum(-1).mean()),
             "negative_weight_share": losses.negative_weight_share(unguarded, batch.mask),

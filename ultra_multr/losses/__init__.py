@@ -15,6 +15,7 @@ from .dr import (
     apply_weight_guard,
     dr_document_weights,
     dr_loss,
+    dr_loss_and_weights,
     negative_weight_share,
     paper_rerank_weight,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "dla_softmax_loss",
     "dr_document_weights",
     "dr_loss",
+    "dr_loss_and_weights",
     "ipw_loss",
     "ipw_weights",
     "listwise_document_losses",

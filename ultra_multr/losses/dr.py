@@ -5,7 +5,7 @@ is True for real documents and padded slots never carry weight or loss.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 
@@ -104,6 +104,33 @@ def negative_weight_share(document_weights: torch.Tensor, mask: torch.Tensor) ->
     return float(negative.sum()) / max(int(mask.sum()), 1)
 
 
+def dr_loss_and_weights(
+    scores: torch.Tensor,
+    mask: torch.Tensor,
+    clicks: torch.Tensor,
+    observed_pseudo_clicks: torch.Tensor,
+    randomized_pseudo_clicks: torch.Tensor,
+    weights: torch.Tensor,
+    variant: str = "dr",
+    rerank_weight: Optional[float] = None,
+    guard: str = "clip",
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Eq. dr_loss, and the unguarded per-document weights it was built from.
+
+    Args: as in :func:`dr_loss`.
+
+    Returns:
+        (scalar loss as :func:`dr_loss` returns it, [B, N] weights of
+        :func:`dr_document_weights` with guard "none", e.g. for
+        :func:`negative_weight_share`).
+    """
+    unguarded = dr_document_weights(
+        clicks, observed_pseudo_clicks, randomized_pseudo_clicks, weights, mask, variant, rerank_weight, "none"
+    )
+    guarded = apply_weight_guard(unguarded, guard)
+    return weighted_listwise_loss(scores, mask, guarded.detach()), unguarded
+
+
 def dr_loss(
     scores: torch.Tensor,
     mask: torch.Tensor,
@@ -125,7 +152,6 @@ def dr_loss(
     Returns:
         scalar: ``mean_q sum_d W_qd Delta(d | q)``.
     """
-    doc_weights = dr_document_weights(
-        clicks, observed_pseudo_clicks, randomized_pseudo_clicks, weights, mask, variant, rerank_weight, guard
-    )
-    return weighted_listwise_loss(scores, mask, doc_weights.detach())
+    return dr_loss_and_weights(
+        scores, mask, clicks, observed_pseudo_clicks, randomized_pseudo_clicks, weights, variant, rerank_weight, guard
+    )[0]
