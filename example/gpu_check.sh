@@ -8,7 +8,9 @@
 # not stop the others, and the exit status is non-zero when any failed:
 #   1. tests      python -m pytest on $GPU_CHECK_TESTS (default: the whole suite);
 #                 tests taking the `device` fixture run on cpu and cuda.
-#   2. benchmark  example/benchmark_step_time.py --device cuda (DLA vs MULTR step time, peak memory).
+#   2. benchmark  example/benchmark_step_time.py --device cuda (DLA vs MULTR step time, peak memory;
+#                 sampled mode with and without CUDA graphs).
+#      profile    example/profile_step.py --device cuda (where DLA's and MULTR's step time goes).
 #   3. main_train ULTRA's unmodified main.py trains MULTR (device=cuda) on generated data, validating
 #                 twice; main_test: main.py --test_only on that model dir; main_test_cpu: the same
 #                 with CUDA hidden (CUDA_VISIBLE_DEVICES=""), i.e. the CUDA-written checkpoint read
@@ -70,16 +72,19 @@ stage() {
 if [ "$DEVICE" = cuda ]; then
     "$PYTHON" -c "import torch; assert torch.cuda.is_available(), 'CUDA is not available (use --cpu)'" || exit 2
     BENCH=(--steps 20)
+    PROFILE=(--samples 8)
 else
     BENCH=(--steps 2 --warmup 1 --batch-size 32 --features 46 --samples 0 4)
+    PROFILE=(--steps 2 --warmup 1 --batch-size 32 --features 46 --samples 4)
 fi
 
 # 1. The test suite.
 read -r -a TESTS <<< "${GPU_CHECK_TESTS:-tests}"
-stage tests 270 bash -c 'cd "$1" && shift && "$@"' _ "$REPO" "$PYTHON" -m pytest -q -rs --durations=10 -p no:cacheprovider "${TESTS[@]}"
+stage tests 230 bash -c 'cd "$1" && shift && "$@"' _ "$REPO" "$PYTHON" -m pytest -q -rs --durations=10 -p no:cacheprovider "${TESTS[@]}"
 
 # 2. Step time and peak memory.
-stage benchmark 60 "$PYTHON" "$REPO/example/benchmark_step_time.py" --device "$DEVICE" "${BENCH[@]}"
+stage benchmark 70 "$PYTHON" "$REPO/example/benchmark_step_time.py" --device "$DEVICE" "${BENCH[@]}"
+stage profile 30 "$PYTHON" "$REPO/example/profile_step.py" --device "$DEVICE" "${PROFILE[@]}"
 
 # 3. main.py: train, then --test_only on the device and with CUDA hidden.
 RUN="$LOGS/main_run"
@@ -96,7 +101,7 @@ with open(os.path.join(repo, "settings", "multr_dla.json")) as handle:
 settings["train_input_hparams"] = "click_model_json=%s,seed=0" % os.path.join(
     repo, "settings", "click_models", "cascade_eps0.1_ymax4.json")
 settings["ranking_model_hparams"] = "hidden_layer_sizes=[64,32]"
-hparams = "sample_num=4,simulator_steps=200,simulator_batch_size=64,seed=0,log_every=50,device=%s"
+hparams = "sample_num=4,simulator_steps=200,simulator_batch_size=64,rerank_pilot_steps=20,seed=0,log_every=50,device=%s"
 settings["learning_algorithm_hparams"] = hparams % device
 with open(os.path.join(run, "settings.json"), "w") as handle:
     json.dump(settings, handle, indent=1)
