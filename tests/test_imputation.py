@@ -98,7 +98,7 @@ from ultra_multr.feeds import ClickSimulationFeed  # noqa: E402
 from ultra_multr.losses.listwise import listwise_document_losses  # noqa: E402
 
 
-def multr(data_set, imputation: str, sample_num: int, samples: int = 4096) -> MULTR:
+def multr(data_set, imputation: str, sample_num: int, samples: int = 4096, device: str = "cpu") -> MULTR:
     settings = {
         "train_input_feed": "ultra_multr.feeds.ClickSimulationFeed",
         "train_input_hparams": "oracle_mode=true",
@@ -109,7 +109,8 @@ def multr(data_set, imputation: str, sample_num: int, samples: int = 4096) -> MU
         # clicks only without the clip guard (clipping the mean of weights
         # is not the mean of clipped weights).
         "learning_algorithm_hparams": "seed=0,simulator_steps=0,simulator_input_mlp=[],dr_weight_guard=none,"
-        "rerank_weight=paper,sample_num=%d,imputation=%s,imputation_samples=%d" % (sample_num, imputation, samples),
+        "rerank_weight=paper,sample_num=%d,imputation=%s,imputation_samples=%d,device=%s"
+        % (sample_num, imputation, samples, device),
         "max_candidate_num": N,
         "selection_bias_cutoff": N,
         "metrics": ["ndcg"],
@@ -131,10 +132,10 @@ def raw_data(features: torch.Tensor, mask: torch.Tensor) -> SimpleNamespace:
     )
 
 
-def test_expected_loss_is_the_mean_of_the_sampled_loss():
+def test_expected_loss_is_the_mean_of_the_sampled_loss(device):
     features, mask = random_lists(6, seed=4)
     data_set = raw_data(features, mask)
-    sampled, expected = multr(data_set, "sampled", 3), multr(data_set, "expected", 3)
+    sampled, expected = multr(data_set, "sampled", 3, device=device), multr(data_set, "expected", 3, device=device)
     sampled.simulator.load_state_dict(varied_simulator().state_dict())
     expected.simulator.load_state_dict(sampled.simulator.state_dict())
     sampled.prepare_simulator()
@@ -143,6 +144,7 @@ def test_expected_loss_is_the_mean_of_the_sampled_loss():
     clicks = (torch.rand(mask.shape, generator=generator) < 0.4).float() * mask
     weights = 0.5 + 2.0 * torch.rand(mask.shape, generator=generator)  # IPW weights, not 1
     scores = torch.randn(mask.shape, generator=generator)
+    features, clicks, mask, weights, scores = (t.to(device) for t in (features, clicks, mask, weights, scores))
     batch = Batch(features, clicks, mask)
 
     expected_loss = float(expected.ranking_loss(batch, scores, weights)[0])
@@ -151,6 +153,7 @@ def test_expected_loss_is_the_mean_of_the_sampled_loss():
         sampled.generator.manual_seed(seed)
         draws.append(float(sampled.ranking_loss(batch, scores, weights)[0]))
     draws = torch.tensor(draws)
+    mask, weights, scores, clicks = mask.cpu(), weights.cpu(), scores.cpu(), clicks.cpu()
     # Standard error of the mean of the draws, and of the expectations: each pseudo click's
     # is at most 0.5 / sqrt(4096); the loss is linear in them,
     # mean_q sum_d Delta_qd [(1 - w_qd) c^o_qd + S r_qd + w_qd c_qd] / (S + 1), clicks of one
@@ -161,7 +164,7 @@ def test_expected_loss_is_the_mean_of_the_sampled_loss():
     tolerance = 4 * standard_error
     assert abs(expected_loss - float(draws.mean())) < tolerance
     # The check can fail: the loss without the re-ranked term is outside it.
-    observed, randomized = expected.pseudo_clicks(batch)
+    observed, randomized = (t.cpu() for t in expected.pseudo_clicks(batch))
     assert randomized.shape == (6, 3, N)
     without = float(losses.dr_loss(scores, mask, clicks, observed, randomized[:, :0], weights))
     assert abs(without - float(draws.mean())) > tolerance

@@ -353,9 +353,11 @@ class ContextAwareUserSimulator(nn.Module):
         positions = self.decoder.project(self.position_embedding.weight[:slots], 3 * hidden)  # [N, G]
         # Constant part per position: position, bias and the "skip" (or, at
         # t = 0, "unknown") action; a click adds (click - skip) on top.
-        previous_action = torch.full((slots,), SKIP, dtype=torch.long, device=order.device)
-        previous_action[0] = UNKNOWN
-        constant = positions + actions[previous_action] + self.decoder.input_bias()  # [N, G]
+        # (Rows joined rather than indexed with a filled index tensor: setting one
+        # entry of a CUDA tensor from Python copies from the host, which a CUDA graph
+        # capture refuses.)
+        previous_action = torch.cat([actions[UNKNOWN : UNKNOWN + 1], actions[SKIP].expand(slots - 1, -1)])
+        constant = positions + previous_action + self.decoder.input_bias()  # [N, G]
         weight = self.decoder.with_extra_input((actions[CLICK] - actions[SKIP]).unsqueeze(0))
         given = None if given_clicks is None else (given_clicks * shown).permute(2, 0, 1).reshape(slots, rows)
         threshold = None
