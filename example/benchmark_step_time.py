@@ -7,7 +7,8 @@ Usage::
         [--multr-hparams "simulator_input_mlp=[128]"] [--expected-samples 8 32]
 
 On CUDA, sampled-mode rows come twice: with the default ``cuda_graphs=auto``
-(sampling replayed as CUDA graphs) and with ``cuda_graphs=off`` (eager).
+(sampling replayed as CUDA graphs) and with ``cuda_graphs=off`` (eager),
+and the simulator's training step both eager and as a CUDA graph.
 Every configuration trains on the same random batch (ULTRA's input-feed
 format, so ``model.train`` does exactly what it does under main.py); the
 feed itself is not timed.  The simulator's training step is timed on the
@@ -32,7 +33,13 @@ import torch
 
 from ultra_multr.algorithms.dla import DLA
 from ultra_multr.algorithms.multr import MULTR
-from ultra_multr.simulator import ContextAwareUserSimulator, SimulatorConfig, queries_per_chunk, simulator_update
+from ultra_multr.simulator import (
+    ContextAwareUserSimulator,
+    GraphedSimulatorUpdate,
+    SimulatorConfig,
+    queries_per_chunk,
+    simulator_update,
+)
 
 
 def input_feed(batch_size: int, list_size: int, features: int, seed: int = 0) -> dict:
@@ -122,11 +129,16 @@ def interleaved_times(
     return times
 
 
-def simulator_training_step(multr: MULTR, feed: dict, list_size: int) -> Callable[[], None]:
-    """One Adagrad step of MULTR's simulator loss on the feed's clicks (its own copy of the simulator)."""
+def simulator_training_step(multr: MULTR, feed: dict, list_size: int, graphed: bool) -> Callable[[], None]:
+    """One Adam step (MULTR's default optimizer) of the simulator loss on the feed's clicks (its own copy of
+    the simulator), eager or replayed as a CUDA graph."""
     simulator = ContextAwareUserSimulator(multr.simulator_config).to(multr.device)
-    optimizer = torch.optim.Adagrad(simulator.parameters(), lr=0.05)
+    optimizer = torch.optim.Adam(simulator.parameters(), lr=0.005, capturable=graphed)
     batch = multr.batch(feed, list_size)
+    if graphed:
+        return functools.partial(
+            GraphedSimulatorUpdate(simulator, optimizer, l2_weight=1e-5), batch.features, batch.mask, batch.labels
+        )
     return functools.partial(
         simulator_update, simulator, optimizer, batch.features, batch.mask, batch.labels, l2_weight=1e-5
     )
@@ -261,7 +273,11 @@ def main() -> None:
         steps["lower bound: simulator matrix products alone, sample_num=%d" % samples] = simulator_matrix_products(
             multr.simulator_config, features, samples, args.list_size
         )
-    steps["simulator training step"] = simulator_training_step(multr, feed, args.list_size)
+    steps["simulator training step (Adam)"] = simulator_training_step(multr, feed, args.list_size, graphed=False)
+    if device.type == "cuda":
+        steps["simulator training step (Adam, CUDA graph)"] = simulator_training_step(
+            multr, feed, args.list_size, graphed=True
+        )
 
     times = interleaved_times(steps, args.steps, args.warmup, device)
     print(

@@ -156,7 +156,8 @@ def test_cuda_graphs_on_needs_a_cuda_device(synthetic_data_dir):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")
-def test_cuda_graph_sampling_trains_like_eager_sampling(synthetic_data_dir):
+def test_cuda_graphs_train_like_eager_kernels(synthetic_data_dir):
+    # Graphs on (auto): the simulator's updates and the ranker steps' sampling are replayed graphs.
     from ultra_multr.simulator import GraphedSampler
 
     runs = {}
@@ -168,7 +169,7 @@ def test_cuda_graph_sampling_trains_like_eager_sampling(synthetic_data_dir):
         )
         runs[graphs] = train_losses(model, feed, data, steps=3)
         assert isinstance(model.sampler, GraphedSampler) == (graphs == "auto")
-    assert runs["auto"] == pytest.approx(runs["off"], rel=1e-5)
+    assert runs["auto"] == pytest.approx(runs["off"], rel=1e-4)
 
 
 def test_sample_num_zero_trains(synthetic_data_dir):

@@ -78,3 +78,34 @@ def test_graph_replays_give_the_eager_clicks_for_new_inputs_and_shapes():
 def test_graphs_are_refused_off_cuda():
     with pytest.raises(ValueError, match="CUDA device"):
         GraphedSampler(simulator("cpu"))
+
+
+@needs_cuda
+def test_graphed_training_updates_are_the_eager_updates():
+    from ultra_multr.simulator import GraphedSimulatorUpdate, simulator_update
+
+    eager, graphed = simulator("cuda"), simulator("cuda")
+    for sim in (eager, graphed):
+        for parameter in sim.parameters():
+            parameter.requires_grad_(True)
+    eager_optimizer = torch.optim.Adam(eager.parameters(), lr=0.01, capturable=True)
+    update = GraphedSimulatorUpdate(
+        graphed, torch.optim.Adam(graphed.parameters(), lr=0.01, capturable=True), l2_weight=1e-3, max_gradient_norm=1.0
+    )
+    for seed, batch in [(1, 9), (2, 9), (3, 4), (4, 9)]:  # two shapes: two graphs
+        features, mask, _ = lists("cuda", batch=batch, seed=seed)
+        clicks = (torch.rand(mask.shape, generator=torch.Generator().manual_seed(seed)) < 0.3).float().cuda() * mask
+        expected = simulator_update(eager, eager_optimizer, features, mask, clicks, 1e-3, max_gradient_norm=1.0)
+        assert update(features, mask, clicks) == pytest.approx(expected, rel=1e-5)
+        for a, b in zip(eager.parameters(), graphed.parameters()):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    moved = sum(float((p - q).abs().sum()) for p, q in zip(graphed.parameters(), simulator("cuda").parameters()))
+    assert moved > 0  # the updates changed the simulator
+
+
+def test_graphed_updates_are_refused_off_cuda():
+    from ultra_multr.simulator import GraphedSimulatorUpdate
+
+    sim = simulator("cpu")
+    with pytest.raises(ValueError, match="CUDA device"):
+        GraphedSimulatorUpdate(sim, torch.optim.Adam(sim.parameters()), l2_weight=0.0)

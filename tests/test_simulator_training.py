@@ -146,9 +146,9 @@ def test_early_stopping_stops_on_a_plateau_and_keeps_the_best_state(synthetic_da
 
     original_update = multr_module.simulator_update
 
-    def counting_update(*args):
-        steps.append(args[-1])
-        return original_update(*args)
+    def counting_update(*args, **kwargs):
+        steps.append(kwargs["step"])
+        return original_update(*args, **kwargs)
 
     monkeypatch.setattr(model, "simulator_log_likelihood", scripted)
     monkeypatch.setattr(multr_module, "simulator_update", counting_update)
@@ -167,10 +167,10 @@ def test_killed_pretraining_resumes_and_ends_like_an_uninterrupted_run(synthetic
     killed, _ = build(synthetic_data_dir, hparams % (tmp_path / "killed.ckpt"))
     original_update = multr_module.simulator_update
 
-    def dies_at_step_8(*args):
-        if args[-1] == 8:
+    def dies_at_step_8(*args, **kwargs):
+        if kwargs["step"] == 8:
             raise KeyboardInterrupt
-        return original_update(*args)
+        return original_update(*args, **kwargs)
 
     monkeypatch.setattr(multr_module, "simulator_update", dies_at_step_8)
     with pytest.raises(KeyboardInterrupt):

@@ -75,6 +75,7 @@ given propensities.
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -96,6 +97,7 @@ from ..simulator import (
     ContextAwareUserSimulator,
     EarlyStopping,
     GraphedSampler,
+    GraphedSimulatorUpdate,
     SimulatorConfig,
     check_compatible,
     click_log_likelihood,
@@ -173,7 +175,9 @@ class DoublyRobustConfig(AlgorithmConfig):
             "expected" (standard error <= 0.5 / sqrt(imputation_samples)).
         cuda_graphs: "auto" (on when the device is CUDA), "on" or "off":
             ``imputation=sampled`` replays each step's sampling as a CUDA
-            graph (the same clicks; :mod:`ultra_multr.simulator.graphs`).
+            graph (the same clicks), and the simulator's training replays
+            whole updates (with Adam and teacher_forcing_ratio 1); see
+            :mod:`ultra_multr.simulator.graphs`.
     """
 
     sample_num: int = 8
@@ -527,8 +531,15 @@ class DoublyRobustMixin:
         train_set, heldout_set = self.simulator_data(feed)
         heldout = [self._session_batch(heldout_feed, heldout_set) for _ in range(config.simulator_heldout_batches)]
         parameters = self.simulator.parameters()
+        # CUDA graphs replay whole updates where nothing is drawn inside one and the optimizer can be captured.
+        graphed = (
+            self.device.type == "cuda"
+            and config.cuda_graphs != "off"
+            and config.simulator_optimizer == "adam"
+            and config.teacher_forcing_ratio == 1.0
+        )
         if config.simulator_optimizer == "adam":
-            optimizer = torch.optim.Adam(parameters, lr=config.simulator_learning_rate)
+            optimizer = torch.optim.Adam(parameters, lr=config.simulator_learning_rate, capturable=graphed)
         else:
             optimizer = torch.optim.Adagrad(parameters, lr=config.simulator_learning_rate)
         stopping = EarlyStopping(config.simulator_patience)
@@ -551,22 +562,23 @@ class DoublyRobustMixin:
             steps, config.simulator_batch_size, len(train_set.initial_list), len(heldout_set.initial_list),
             "" if train_set is heldout_set else " (a share of the click log held out)",
         )
+        if graphed:
+            update = GraphedSimulatorUpdate(self.simulator, optimizer, config.simulator_l2, config.max_gradient_norm)
+        else:
+            update = functools.partial(
+                simulator_update,
+                self.simulator,
+                optimizer,
+                l2_weight=config.simulator_l2,
+                max_gradient_norm=config.max_gradient_norm,
+                teacher_forcing_ratio=config.teacher_forcing_ratio,
+                generator=self.generator,
+            )
         last_log = time.monotonic()
         while step < steps and not stopping.stop:
             step += 1
             batch = self._session_batch(feed, train_set)
-            loss = simulator_update(
-                self.simulator,
-                optimizer,
-                batch.features,
-                batch.mask,
-                batch.labels,
-                config.simulator_l2,
-                config.max_gradient_norm,
-                config.teacher_forcing_ratio,
-                self.generator,
-                step,
-            )
+            loss = update(batch.features, batch.mask, batch.labels, step=step)
             if step % config.simulator_eval_every == 0 or step == steps:
                 heldout_ll, _ = self.simulator_log_likelihood(heldout)
                 tensorboard.scalars("simulator", {"loss": loss, "heldout_log_likelihood": heldout_ll}, step)

@@ -2,13 +2,13 @@
 
 Modules: :mod:`.model` (the network and its hand-written recurrent steps),
 :mod:`.sampling` (chunking and click draws of ``sample_clicks``),
-:mod:`.graphs` (that sampling replayed as CUDA graphs),
+:mod:`.graphs` (that sampling and the training updates replayed as CUDA graphs),
 :mod:`.training` (loss, optimizer step, early stopping) and
 :mod:`.checkpoint` (simulator and training-state files).  Every public name
 is re-exported here, so ``from ultra_multr.simulator import X`` works.
 """
 from .checkpoint import check_compatible, load_simulator, load_training_state, save_simulator, save_training_state
-from .graphs import GraphedSampler
+from .graphs import GraphedSampler, GraphedSimulatorUpdate
 from .model import CELLS, CLICK, SKIP, UNKNOWN, ContextAwareUserSimulator, DocumentGates, RecurrentCell, SimulatorConfig
 from .sampling import LISTS_PER_CHUNK, click_thresholds, queries_per_chunk, sampling_uniforms
 from .training import EarlyStopping, click_log_likelihood, simulator_loss, simulator_update
@@ -23,6 +23,7 @@ __all__ = [
     "DocumentGates",
     "EarlyStopping",
     "GraphedSampler",
+    "GraphedSimulatorUpdate",
     "RecurrentCell",
     "SimulatorConfig",
     "check_compatible",

@@ -210,6 +210,8 @@ class _Layout:
         static: read nothing back from the device (no host sync: what a
             CUDA graph capture needs); the shortcuts below, which depend on
             the data, are then not taken.  Same results either way.
+        identity: the caller knows whether ``order`` is the observed lists
+            (None: find out, unless ``static``).
 
     Attributes:
         shown: [N, M] bool with M = B * P lists.
@@ -217,16 +219,18 @@ class _Layout:
         identity: the lists are the observed ones (strided views replace the gathers).
     """
 
-    def __init__(self, order: torch.Tensor, shown: torch.Tensor, slots: int, static: bool = False) -> None:
+    def __init__(
+        self, order: torch.Tensor, shown: torch.Tensor, slots: int, static: bool = False, identity: Optional[bool] = None
+    ) -> None:
         batch, lists, positions = order.shape
         self.lists, self.slots = batch * lists, positions
         self.shown = shown.permute(2, 0, 1).reshape(positions, self.lists)
-        if static:
-            self.all_shown, self.identity = [False] * positions, False
-        else:  # one sync each, here
-            self.all_shown = self.shown.all(dim=1).tolist()
-            identity = torch.arange(positions, device=order.device)
-            self.identity = lists == 1 and positions == slots and bool((order == identity).all())
+        # one sync each, unless static
+        self.all_shown = [False] * positions if static else self.shown.all(dim=1).tolist()
+        if identity is None:
+            arange = torch.arange(positions, device=order.device)
+            identity = not static and lists == 1 and positions == slots and bool((order == arange).all())
+        self.identity = identity
         self.rows: Optional[torch.Tensor] = None
         if not self.identity:
             offsets = (torch.arange(batch, device=order.device) * slots).view(batch, 1, 1)
@@ -322,6 +326,7 @@ class ContextAwareUserSimulator(nn.Module):
         generator: Optional[torch.Generator],
         uniform: Optional[torch.Tensor] = None,
         static: bool = False,
+        identity: Optional[bool] = None,
     ) -> Tuple[torch.Tensor, torch.Tensor]:
         """Run the click decoder over lists given as orders of the documents.
 
@@ -336,7 +341,7 @@ class ContextAwareUserSimulator(nn.Module):
             generator: randomness for sampled actions.
             uniform: [N, B*P] the sampled actions' draws made beforehand
                 (:func:`.sampling.sampling_uniforms`); None draws them here.
-            static: no host sync (see :class:`_Layout`).
+            static, identity: see :class:`_Layout`.
 
         Returns:
             (logits [B, P, N], clicks [B, P, N]); clicks are the actions fed
@@ -347,7 +352,7 @@ class ContextAwareUserSimulator(nn.Module):
         batch, lists, slots = order.shape
         rows = batch * lists
         hidden = self.config.hidden_size
-        layout = _Layout(order, shown, gates.slots, static)
+        layout = _Layout(order, shown, gates.slots, static, identity)
         context_gates = self.decoder.project(self.context_projection(self._context(gates, layout)), 0, hidden)
         actions = self.decoder.project(self.action_projection(self.action_embedding.weight), 2 * hidden, 3 * hidden)
         positions = self.decoder.project(self.position_embedding.weight[:slots], 3 * hidden)  # [N, G]
@@ -393,11 +398,13 @@ class ContextAwareUserSimulator(nn.Module):
         clicks: torch.Tensor,
         teacher_forcing_ratio: float = 1.0,
         generator: Optional[torch.Generator] = None,
+        static: bool = False,
     ) -> torch.Tensor:
         """Logits of P(click at t | clicks before t) on observed lists.
 
         Args:
             features: [B, N, F]; mask: [B, N] bool; clicks: [B, N].
+            static: read nothing back from the device (see :class:`_Layout`).
 
         Returns:
             [B, N] logits (meaningless at padded slots).
@@ -410,6 +417,8 @@ class ContextAwareUserSimulator(nn.Module):
             clicks.unsqueeze(1),
             teacher_forcing_ratio,
             generator,
+            static=static,
+            identity=True,
         )
         return logits.squeeze(1)
 

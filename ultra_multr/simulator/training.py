@@ -71,11 +71,19 @@ def simulator_update(
     if not math.isfinite(value):
         raise FloatingPointError("non-finite simulator loss %r at simulator step %d" % (value, step))
     optimizer.zero_grad(set_to_none=True)
+    backward_and_step(simulator, optimizer, loss, max_gradient_norm)
+    return value
+
+
+def backward_and_step(
+    simulator: ContextAwareUserSimulator, optimizer: torch.optim.Optimizer, loss: torch.Tensor, max_gradient_norm: float
+) -> None:
+    """Gradients of ``loss`` (into zeroed or absent ``.grad``), clipped to
+    ``max_gradient_norm`` (<= 0: not clipped), and one optimizer step; no host sync."""
     loss.backward()
     if max_gradient_norm > 0:
         torch.nn.utils.clip_grad_norm_(simulator.parameters(), max_gradient_norm)
     optimizer.step()
-    return value
 
 
 @dataclass
