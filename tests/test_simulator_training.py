@@ -134,7 +134,10 @@ def parameters(model):
 
 
 def test_early_stopping_stops_on_a_plateau_and_keeps_the_best_state(synthetic_data_dir, monkeypatch):
-    model, _ = build(synthetic_data_dir, SMALL + ",simulator_steps=100,simulator_eval_every=2,simulator_patience=2")
+    # cuda_graphs=off: the spy below wraps the eager update (a CUDA run would otherwise replay graphs).
+    model, _ = build(
+        synthetic_data_dir, SMALL + ",simulator_steps=100,simulator_eval_every=2,simulator_patience=2,cuda_graphs=off"
+    )
     scores = iter([-3.0, -2.0, -2.5, -2.1])  # best at the 2nd evaluation (step 4), then a plateau
     states, steps = [], []
     real = model.simulator_log_likelihood
@@ -160,7 +163,8 @@ def test_early_stopping_stops_on_a_plateau_and_keeps_the_best_state(synthetic_da
 
 
 def test_killed_pretraining_resumes_and_ends_like_an_uninterrupted_run(synthetic_data_dir, tmp_path, monkeypatch, caplog):
-    hparams = SMALL + ",simulator_steps=9,simulator_eval_every=3,simulator_patience=2,simulator_checkpoint=%s"
+    # cuda_graphs=off: the update that dies below is the eager one (a CUDA run would otherwise replay graphs).
+    hparams = SMALL + ",simulator_steps=9,simulator_eval_every=3,simulator_patience=2,cuda_graphs=off,simulator_checkpoint=%s"
     whole, _ = build(synthetic_data_dir, hparams % (tmp_path / "whole.ckpt"))
     whole.prepare_simulator()
 
