@@ -1,0 +1,43 @@
+"""The speed scripts (benchmark_step_time.py, profile_step.py) run and print what the README quotes."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO_ROOT
+
+pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+
+TINY = ["--batch-size", "8", "--features", "6", "--list-size", "5", "--warmup", "1"]
+
+
+def run_script(name, *args):
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([REPO_ROOT, os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO_ROOT, "example", name)] + TINY + list(args),
+        capture_output=True, text=True, timeout=240, env=env, cwd=REPO_ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_benchmark_prints_a_ratio_for_every_configuration():
+    out = run_script("benchmark_step_time.py", "--steps", "2", "--samples", "0", "2", "--expected-samples", "2")
+    rows = dict(re.findall(r"^\| (.+?) \| [0-9.]+ \| ([0-9.]+) ", out, flags=re.M))
+    assert rows["DLA"] == "1.00"
+    for name in ("MULTR sample_num=0", "MULTR sample_num=2", "MULTR imputation=expected sample_num=2",
+                 "simulator training step (Adam)", "lower bound: simulator matrix products alone, sample_num=2"):
+        assert float(rows[name]) > 0, name
+    assert re.search(r"one-off pass \(imputation_samples=256\): [0-9.]+ s per 1,000 lists", out)
+
+
+def test_profile_reports_both_steps():
+    out = run_script("profile_step.py", "--steps", "1", "--samples", "2", "--rows", "3")
+    headers = re.findall(r"^## (DLA|MULTR .*?): ([0-9.]+) ms per step under the profiler", out, flags=re.M)
+    assert [h[0].split()[0] for h in headers] == ["DLA", "MULTR"]
+    assert "sample_num=2" in headers[1][0]
+    assert out.count("Self CPU time total") == 2
