@@ -31,6 +31,8 @@ helps and when it hurts).
 3. runs it with ``--workers`` parallel processes (resumable: re-running skips
    finished runs) and aggregates Table-2 style tables, significance markers,
    the DLA-to-Oracle gap closed and the Figure-3 plot into ``<out>/results``,
+   with ``diagnostics.md`` beside them (the propensities DLA and MULTR learned
+   and the simulator's held-out fit, :mod:`ultra_multr.experiments.diagnostics`),
    and prints ``<out>/results/summary.md``.  ``--dry-run`` prepares nothing
    and trains nothing: it prints the preparation command and the runs.
 
@@ -47,7 +49,7 @@ import sys
 
 from ultra_multr.data import prepare
 from ultra_multr.data.ultra_format import atomic_write_text
-from ultra_multr.experiments import runner
+from ultra_multr.experiments import diagnostics, runner
 from ultra_multr.experiments.jsonfile import JsonFileError, read_json
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -199,6 +201,9 @@ def main(argv=None) -> int:
     atomic_write_text(config_path, json.dumps(study_config(args, data_root), indent=2) + "\n")
     runner_argv = [config_path, "--workers", str(args.workers)] + (["--threads", str(args.threads)] if args.threads else [])
     code = runner.main(runner_argv + (["--dry-run"] if args.dry_run else []))
+    runs = [] if args.dry_run else diagnostics.collect(os.path.join(out, "runs"))
+    if runs:  # learned propensities and simulator fit per group, beside the tables
+        atomic_write_text(os.path.join(out, "results", "diagnostics.md"), diagnostics.format_markdown(runs))
     summary = os.path.join(out, "results", "summary.md")
     if not args.dry_run and os.path.isfile(summary):
         with open(summary) as handle:
