@@ -106,7 +106,11 @@ def study_config(args, data_root: str) -> dict:
             "learning_algorithm_hparams": {"learning_rate": 0.05, "log_every": 500},
         },
         "method_overrides": {
-            name: {"learning_algorithm_hparams": {"simulator_steps": args.steps, "simulator_log_every": 500}}
+            name: {
+                "learning_algorithm_hparams": dict(
+                    {"simulator_steps": args.steps, "simulator_log_every": 500}, **args.multr_hparams
+                )
+            }
             for name in ("multr", "eib_multr")
             if name in args.methods
         },
@@ -148,6 +152,18 @@ def _rerank_weight(text: str) -> str:
     return text
 
 
+def _multr_hparams(text: str) -> dict:
+    """``name=value,...`` checked against MULTR's hyper-parameters (unknown names get a "did you mean")."""
+    from ultra_multr.algorithms.multr import MULTRConfig
+    from ultra_multr.config import parse_hparams, split_assignments
+
+    try:
+        parse_hparams(MULTRConfig, text, source="--multr-hparams")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return dict((part.strip() for part in assignment.split("=", 1)) for assignment in split_assignments(text))
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, help="folder with MQ2008's S1.txt ... S5.txt")
@@ -170,6 +186,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--rerank-weights", type=_rerank_weight, nargs="*", default=[],
         help="also run MULTR at these fixed rerank_weight values on every fold (e.g. paper 0)",
+    )
+    parser.add_argument(
+        "--multr-hparams", type=_multr_hparams, default={},
+        help="MULTR's (and EIB-MULTR's) hyper-parameters besides the defaults, e.g. 'dr_weight_guard=none' "
+        "(an ablation: give it its own --out)",
     )
     args = parser.parse_args(argv)
     if not os.path.isfile(args.click_model):

@@ -536,6 +536,32 @@ def test_compare_pairs_a_sweep_variant_with_the_default_in_one_folder(tmp_path):
     assert compare.main([str(runs), str(runs), "--variant-before", "rerank_weight=paper"]) == 2  # no such runs
 
 
+def test_compare_keeps_only_the_given_seeds_and_takes_the_baseline_from_the_after_variant(tmp_path, capsys):
+    from ultra_multr.experiments import compare
+
+    rng = np.random.default_rng(3)
+    base = {fold: rng.uniform(0.3, 0.6, size=30) for fold in ("F1", "F2")}
+    k4 = dict(variant="sessions_per_query=4", sweep={"name": "K", "parameter": "sessions_per_query", "value": 4})
+    # The after folder: seed 0 equal to the before runs, seed 1 far above; DLA in the same sweep variant.
+    _write_runs(tmp_path / "before", _records("multr", "multr", base, seeds=(0,), **k4))
+    _write_runs(tmp_path / "after", _records("multr", "multr", base, seeds=(0,), **k4)
+                + _records("multr", "multr", {f: v + 0.3 for f, v in base.items()}, seeds=(1,), **k4)
+                + _records("dla", "baseline", {f: v - 0.1 for f, v in base.items()}, **k4))
+    out = tmp_path / "table.md"
+    argv = [str(tmp_path / "before"), str(tmp_path / "after"), "--variant-before", k4["variant"],
+            "--variant-after", k4["variant"], "--permutations", "500", "--out", str(out)]
+    assert compare.main(argv + ["--seeds", "0"]) == 0
+    rows = {line.split(" | ")[0].strip("| "): line for line in out.read_text().splitlines()[2:]}
+    assert {"dla (2 runs)", "before (2 runs)", "after (2 runs)"} <= set(rows)  # seed 1 of each left out
+    assert rows["after vs before: p"].count("1 (equal)") == len(METRICS)
+    assert rows["after vs dla: p"].count("(better)") == len(METRICS)
+    assert compare.main(argv) == 0  # every seed: the after folder's seed 1 makes it better
+    rows = {line.split(" | ")[0].strip("| "): line for line in out.read_text().splitlines()[2:]}
+    assert "after (4 runs)" in rows and rows["after vs before: p"].count("(better)") == len(METRICS)
+    assert compare.main(argv + ["--seeds", "7"]) == 2
+    assert "no finished 'multr' run of variant 'sessions_per_query=4' of seeds 7" in capsys.readouterr().err
+
+
 def test_sweep_figure_is_written(tmp_path):
     runs_dir = tmp_path / "runs"
     for value in (0, 2, 8):

@@ -256,6 +256,48 @@ def test_small_data_script_cuts_training_queries_and_runs_multr_at_each_fixed_we
     assert weights == {None: None, "rerank_weight=0": "0", "rerank_weight=paper": "paper"}  # the hparam is text
 
 
+def test_ablation_script_runs_each_ablation_beside_the_default_it_is_paired_with(tmp_path):
+    import subprocess
+
+    (tmp_path / "main.py").write_text("")
+    env = {**os.environ, "SEEDS": "0", "FOLDS": "1", "STEPS": "20", "ULTRA_MAIN": str(tmp_path / "main.py")}
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [os.path.join(REPO_ROOT, "example", "reproduce_ablations.sh"), str(tmp_path / "MQ2008"), str(out), "--dry-run"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+
+    def runs(name):
+        found = expand_runs(load_config(str(out / name / "study.json")))
+        return {
+            (r.info["method"], r.info["variant"] or ""): hparams(r.settings["learning_algorithm_hparams"]) for r in found
+        }
+
+    default = runs("default")
+    assert sorted(default) == [("dla", ""), ("dla", "sessions_per_query=4"), ("multr", ""),
+                               ("multr", "sessions_per_query=4")]
+    assert "dr_weight_guard" not in default[("multr", "")] and "simulator_eval_every" not in default[("multr", "")]
+    guard = runs("guard_none")
+    assert sorted(guard) == [("multr", "")] and guard[("multr", "")]["dr_weight_guard"] == "none"
+    eval_every = runs("eval_every_25")
+    assert sorted(eval_every) == [("multr", "sessions_per_query=4")]
+    assert eval_every[("multr", "sessions_per_query=4")]["simulator_eval_every"] == "25"
+
+
+def test_multr_hparams_of_the_study_script_are_checked_at_the_edge(tmp_path):
+    import subprocess
+
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO_ROOT, "example", "reproduce_mq2008.py"), "--data", str(tmp_path),
+         "--out", str(tmp_path / "out"), "--multr-hparams", "dr_weight_gaurd=none", "--dry-run"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 2
+    assert "unknown hyper-parameter 'dr_weight_gaurd' (did you mean 'dr_weight_guard'?)" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_simulator_rerank_table_reads_each_report_and_summarises_the_gap_per_order(tmp_path):
     spec = importlib.util.spec_from_file_location("srt", os.path.join(REPO_ROOT, "example", "simulator_rerank_table.py"))
     table_module = importlib.util.module_from_spec(spec)

@@ -7,16 +7,18 @@ another on the same prepared data, and pairing their test queries here::
 
     python -m ultra_multr.experiments.compare BEFORE_RUNS AFTER_RUNS --method multr \\
         [--against dla] [--label-before ...] [--label-after ...] [--out table.md]
-        [--variant-before rerank_weight=0] [--variant-after ...]
+        [--variant-before rerank_weight=0] [--variant-after ...] [--seeds 0]
 
 The two folders may be the same one: ``--variant-before``/``--variant-after``
 pick a sweep's runs (the runner's variant name, e.g. ``rerank_weight=0``)
 instead of the runs without a sweep, so a fixed setting is paired with the
-default on the same data.
+default on the same data.  ``--seeds`` keeps only the runs of those seeds on
+both sides (e.g. when one folder has more seeds than the other).
 
 Rows: mean +- standard deviation over runs (folds x seeds) of each metric;
 then the paired two-sided Fisher randomisation test of after against before,
-and of each against ``--against`` (a baseline of the *after* folder), on the
+and of each against ``--against`` (a baseline of the *after* folder and
+variant), on the
 test queries pooled over folds (each query averaged over seeds), with the
 direction of the difference.
 """
@@ -33,15 +35,20 @@ from .aggregate import METRICS, RunRecord, collect_runs, pooled_queries
 from .significance import randomization_test
 
 
-def method_runs(runs_dir: str, method: str, variant: Optional[str] = None) -> List[RunRecord]:
-    """The finished runs of ``method``: those of sweep variant ``variant``, or without a sweep (None)."""
+def method_runs(
+    runs_dir: str, method: str, variant: Optional[str] = None, seeds: Optional[Sequence[int]] = None
+) -> List[RunRecord]:
+    """The finished runs of ``method``: those of sweep variant ``variant``, or without a sweep (None);
+    with ``seeds``, only the runs of those seeds."""
     def chosen(record: RunRecord) -> bool:
-        return not record.info.get("sweep") if variant is None else record.info.get("variant") == variant
+        in_variant = not record.info.get("sweep") if variant is None else record.info.get("variant") == variant
+        return in_variant and (seeds is None or record.info.get("seed") in seeds)
 
     records = [r for r in collect_runs(runs_dir) if r.info["method"] == method and chosen(r)]
     if not records:
         what = "without a sweep" if variant is None else "of variant %r" % variant
-        raise ValueError("no finished %r run %s under %s" % (method, what, runs_dir))
+        which = "" if seeds is None else " of seeds %s" % ", ".join(map(str, seeds))
+        raise ValueError("no finished %r run %s%s under %s" % (method, what, which, runs_dir))
     return records
 
 
@@ -84,15 +91,17 @@ def comparison_table(
     labels: Tuple[str, str],
     n_permutations: int = 10000,
     variants: Tuple[Optional[str], Optional[str]] = (None, None),
+    seeds: Optional[Sequence[int]] = None,
 ) -> str:
     """The Markdown table described in the module docstring."""
-    before, after = method_runs(before_dir, method, variants[0]), method_runs(after_dir, method, variants[1])
+    before = method_runs(before_dir, method, variants[0], seeds)
+    after = method_runs(after_dir, method, variants[1], seeds)
     rows: List[Tuple[str, Dict[str, str]]] = [
         ("%s (%d runs)" % (labels[0], len(before)), mean_row(before)),
         ("%s (%d runs)" % (labels[1], len(after)), mean_row(after)),
     ]
     if against:
-        baseline = method_runs(after_dir, against)
+        baseline = method_runs(after_dir, against, variants[1], seeds)
         rows.insert(0, ("%s (%d runs)" % (against, len(baseline)), mean_row(baseline)))
         rows.append(("%s vs %s: p" % (labels[0], against), significance_row(before, baseline, n_permutations)))
         rows.append(("%s vs %s: p" % (labels[1], against), significance_row(after, baseline, n_permutations)))
@@ -107,11 +116,14 @@ def main(argv: Sequence[str] = None) -> int:
     parser.add_argument("before", help="runs folder of the old code (the runner's <output_dir>/runs)")
     parser.add_argument("after", help="runs folder of the new code")
     parser.add_argument("--method", default="multr")
-    parser.add_argument("--against", default="dla", help="a baseline of the after folder ('' for none)")
+    parser.add_argument(
+        "--against", default="dla", help="a baseline of the after folder and variant ('' for none)"
+    )
     parser.add_argument("--label-before", default="before")
     parser.add_argument("--label-after", default="after")
     parser.add_argument("--variant-before", help="a sweep variant of the before folder (default: runs without a sweep)")
     parser.add_argument("--variant-after", help="a sweep variant of the after folder (default: runs without a sweep)")
+    parser.add_argument("--seeds", type=int, nargs="+", help="only the runs of these seeds (default: all)")
     parser.add_argument("--permutations", type=int, default=10000)
     parser.add_argument("--out", help="also write the table here")
     args = parser.parse_args(argv)
@@ -119,6 +131,7 @@ def main(argv: Sequence[str] = None) -> int:
         table = comparison_table(
             args.before, args.after, args.method, args.against or None,
             (args.label_before, args.label_after), args.permutations, (args.variant_before, args.variant_after),
+            args.seeds,
         )
     except ValueError as error:
         print("error: %s" % error, file=sys.stderr)
