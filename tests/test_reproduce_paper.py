@@ -298,6 +298,43 @@ def test_multr_hparams_of_the_study_script_are_checked_at_the_edge(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_generated_small_data_script_lists_its_runs_and_never_mixes_recipes(tmp_path, monkeypatch):
+    import subprocess
+
+    (tmp_path / "main.py").write_text("")
+    env = {**os.environ, "ULTRA_MAIN": str(tmp_path / "main.py")}
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO_ROOT, "example", "reproduce_generated_small.py"), "--out", str(out),
+         "--datasets", "1", "2", "--seeds", "0", "--dry-run"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert not (out / "data").exists()  # a dry run generates nothing
+    runs = expand_runs(load_config(str(out / "study.json")))
+    got = sorted((r.info["dataset"], r.info["method"], r.info["variant"] or "", r.info["fold"]) for r in runs)
+    variants = ["", "rerank_weight=0", "rerank_weight=paper"]
+    assert got == sorted([("generated", "dla", "", f) for f in ("Fold1", "Fold2")]
+                         + [("generated", "multr", v, f) for v in variants for f in ("Fold1", "Fold2")])
+    click_model = hparams(runs[0].settings["train_input_hparams"])["click_model_json"]
+    assert click_model.endswith("cascade_eps0.1_ymax4.json")  # graded labels 0..4
+    # The data: written once per recipe, kept when asked again, refused for another recipe.
+    monkeypatch.syspath_prepend(os.path.join(REPO_ROOT, "example"))
+    generated = importlib.import_module("reproduce_generated_small")
+    directory = str(tmp_path / "data" / "Fold1")
+    recipe = {"seed": 1, "train_queries": 5, "features": 7}
+    generated.write_dataset(directory, recipe)
+    with open(os.path.join(directory, "settings.json")) as handle:
+        assert json.load(handle)["feature_size"] == 7
+    with open(os.path.join(directory, "train", "train.init_list")) as handle:
+        assert len(handle.read().splitlines()) == 5
+    before = os.path.getmtime(os.path.join(directory, "train", "train.feature"))
+    generated.write_dataset(directory, recipe)
+    assert os.path.getmtime(os.path.join(directory, "train", "train.feature")) == before
+    with pytest.raises(ValueError, match="generated with .*'train_queries': 5.*use another --out"):
+        generated.write_dataset(directory, dict(recipe, train_queries=30))
+
+
 def test_simulator_rerank_table_reads_each_report_and_summarises_the_gap_per_order(tmp_path):
     spec = importlib.util.spec_from_file_location("srt", os.path.join(REPO_ROOT, "example", "simulator_rerank_table.py"))
     table_module = importlib.util.module_from_spec(spec)
