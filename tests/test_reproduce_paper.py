@@ -189,6 +189,20 @@ def test_tiangong_without_settings_says_what_to_write(tmp_path):
 # ----------------------------------------------------------------------------- MQ2008 shell scripts
 
 
+def _dry_run(tmp_path, argv, **env):
+    """Run an example script with ``argv`` (``--dry-run`` appended) and ``env`` added; main.py is an empty stand-in
+    (a dry run only names it, and importing ultra is slow).  Returns the completed process."""
+    import subprocess
+
+    (tmp_path / "main.py").write_text("")
+    result = subprocess.run(
+        argv + ["--dry-run"], env={**os.environ, "ULTRA_MAIN": str(tmp_path / "main.py"), **env},
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
+
+
 @pytest.mark.parametrize(
     "script, methods, variants, click_model",
     [
@@ -200,16 +214,9 @@ def test_tiangong_without_settings_says_what_to_write(tmp_path):
     ],
 )
 def test_mq2008_table_scripts_dry_run_list_their_runs(tmp_path, script, methods, variants, click_model):
-    import subprocess
-
-    (tmp_path / "main.py").write_text("")  # the dry run only names main.py (and importing ultra is slow)
-    env = {**os.environ, "SEEDS": "0 1 2", "FOLDS": "1 2 3 4 5", "STEPS": "20", "ULTRA_MAIN": str(tmp_path / "main.py")}
     out = tmp_path / "out"
-    result = subprocess.run(
-        [os.path.join(REPO_ROOT, "example", script), str(tmp_path / "MQ2008"), str(out), "--dry-run"],
-        env=env, capture_output=True, text=True, timeout=120,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
+    result = _dry_run(tmp_path, [os.path.join(REPO_ROOT, "example", script), str(tmp_path / "MQ2008"), str(out)],
+                      SEEDS="0 1 2", FOLDS="1 2 3 4 5", STEPS="20")
     assert "would run: python -m ultra_multr.data.prepare folds" in result.stdout
     assert not (out / "data").exists() and not (out / "runs").exists()  # a dry run prepares and trains nothing
     runs = expand_runs(load_config(str(out / "study.json")))
@@ -233,16 +240,9 @@ def test_mq2008_study_config_of_the_readme_loads():
 
 
 def test_small_data_script_cuts_training_queries_and_runs_multr_at_each_fixed_weight(tmp_path):
-    import subprocess
-
-    (tmp_path / "main.py").write_text("")
-    env = {**os.environ, "SEEDS": "0", "FOLDS": "1 2", "STEPS": "20", "ULTRA_MAIN": str(tmp_path / "main.py")}
     out = tmp_path / "out"
-    result = subprocess.run(
-        [os.path.join(REPO_ROOT, "example", "reproduce_small.sh"), str(tmp_path / "MQ2008"), str(out), "--dry-run"],
-        env=env, capture_output=True, text=True, timeout=120,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
+    result = _dry_run(tmp_path, [os.path.join(REPO_ROOT, "example", "reproduce_small.sh"), str(tmp_path / "MQ2008"),
+                                 str(out)], SEEDS="0", FOLDS="1 2", STEPS="20")
     assert "--train-queries 30" in result.stdout
     runs = expand_runs(load_config(str(out / "study.json")))
     got = sorted((r.info["method"], r.info["variant"] or "", r.info["fold"]) for r in runs)
@@ -257,16 +257,9 @@ def test_small_data_script_cuts_training_queries_and_runs_multr_at_each_fixed_we
 
 
 def test_ablation_script_runs_each_ablation_beside_the_default_it_is_paired_with(tmp_path):
-    import subprocess
-
-    (tmp_path / "main.py").write_text("")
-    env = {**os.environ, "SEEDS": "0", "FOLDS": "1", "STEPS": "20", "ULTRA_MAIN": str(tmp_path / "main.py")}
     out = tmp_path / "out"
-    result = subprocess.run(
-        [os.path.join(REPO_ROOT, "example", "reproduce_ablations.sh"), str(tmp_path / "MQ2008"), str(out), "--dry-run"],
-        env=env, capture_output=True, text=True, timeout=120,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
+    _dry_run(tmp_path, [os.path.join(REPO_ROOT, "example", "reproduce_ablations.sh"), str(tmp_path / "MQ2008"),
+                        str(out)], SEEDS="0", FOLDS="1", STEPS="20")
 
     def runs(name):
         found = expand_runs(load_config(str(out / name / "study.json")))
@@ -299,17 +292,9 @@ def test_multr_hparams_of_the_study_script_are_checked_at_the_edge(tmp_path):
 
 
 def test_generated_small_data_script_lists_its_runs_and_never_mixes_recipes(tmp_path, monkeypatch):
-    import subprocess
-
-    (tmp_path / "main.py").write_text("")
-    env = {**os.environ, "ULTRA_MAIN": str(tmp_path / "main.py")}
     out = tmp_path / "out"
-    result = subprocess.run(
-        [sys.executable, os.path.join(REPO_ROOT, "example", "reproduce_generated_small.py"), "--out", str(out),
-         "--datasets", "1", "2", "--seeds", "0", "--dry-run"],
-        env=env, capture_output=True, text=True, timeout=120,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
+    _dry_run(tmp_path, [sys.executable, os.path.join(REPO_ROOT, "example", "reproduce_generated_small.py"), "--out",
+                        str(out), "--datasets", "1", "2", "--seeds", "0"])
     assert not (out / "data").exists()  # a dry run generates nothing
     runs = expand_runs(load_config(str(out / "study.json")))
     got = sorted((r.info["dataset"], r.info["method"], r.info["variant"] or "", r.info["fold"]) for r in runs)
