@@ -128,11 +128,17 @@ def incompleteness(records: Sequence[RunRecord], n_unfinished: int = 0) -> List[
     return reasons
 
 
+def finished_run_dirs(runs_dir: str) -> List[str]:
+    """The folders under ``runs_dir`` of every finished run (with ``done.json``), sorted."""
+    return [
+        os.path.dirname(done) for done in sorted(glob.glob(os.path.join(runs_dir, "**", "done.json"), recursive=True))
+    ]
+
+
 def collect_runs(runs_dir: str) -> List[RunRecord]:
     """Every finished run under ``runs_dir`` (unfinished ones are ignored)."""
     records = []
-    for done in sorted(glob.glob(os.path.join(runs_dir, "**", "done.json"), recursive=True)):
-        run_dir = os.path.dirname(done)
+    for run_dir in finished_run_dirs(runs_dir):
         with open(os.path.join(run_dir, "run.json")) as handle:
             info = json.load(handle)
         per_query = read_per_query_csv(os.path.join(run_dir, PER_QUERY_CSV))

@@ -23,7 +23,6 @@ CLI::
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import re
@@ -35,6 +34,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..data.ultra_format import atomic_write_text
+from .aggregate import finished_run_dirs
 
 PROPENSITY_TAG = re.compile(r"^propensity/position_(\d+)$")
 SIMULATOR_LL_TAG = "simulator/heldout_log_likelihood"
@@ -99,10 +99,7 @@ def run_diagnostics(run_dir: str) -> RunDiagnostics:
 
 def collect(runs_dir: str) -> List[RunDiagnostics]:
     """Every finished run under ``runs_dir`` (unfinished ones are ignored)."""
-    return [
-        run_diagnostics(os.path.dirname(done))
-        for done in sorted(glob.glob(os.path.join(runs_dir, "**", "done.json"), recursive=True))
-    ]
+    return [run_diagnostics(run_dir) for run_dir in finished_run_dirs(runs_dir)]
 
 
 def _mean_std(values: np.ndarray) -> str:
@@ -139,13 +136,9 @@ def format_markdown(runs: Sequence[RunDiagnostics]) -> str:
                 steps = ", ".join(str(b[1]) for b in sorted(best, key=lambda b: b[1]))
             else:
                 fit, steps = "-", "-"
-            inverse = np.stack([1.0 / r.propensities for r in members if r.propensities is not None]) if any(
-                r.propensities is not None for r in members
-            ) else None
-            cells = [
-                _mean_std(inverse[:, i]) if inverse is not None and i < inverse.shape[1] else "-"
-                for i in range(1, n_positions)
-            ]
+            learned = [r.propensities for r in members if r.propensities is not None]
+            inverse = 1.0 / np.stack(learned) if learned else np.empty((0, 0))  # [runs, N]
+            cells = [_mean_std(inverse[:, i]) if i < inverse.shape[1] else "-" for i in range(1, n_positions)]
             lines.append("| %s | %d | %s | %s | %s" % (method, len(members), fit, steps, " | ".join(cells) + " |"))
         sections.append("\n".join(lines) + "\n")
     return "\n".join(sections)
