@@ -15,12 +15,12 @@ import sys
 import pytest
 import torch
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, require_ultra
 from ultra_multr import losses
 
 SETTINGS_DIR = os.path.join(REPO_ROOT, "settings")
 
-ultra = pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+ultra = require_ultra()
 
 from ultra_multr.algorithms.ipw import IPW  # noqa: E402  (needs ULTRA)
 from ultra_multr.algorithms.naive import Naive  # noqa: E402  (needs ULTRA)

@@ -7,6 +7,7 @@ import os
 import random
 
 import pytest
+from conftest import require_ultra
 import torch
 
 from ultra_multr import click_models as cm
@@ -170,7 +171,7 @@ def test_shipped_settings_follow_the_protocol(path):
 
 @pytest.fixture
 def adapters():
-    pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+    require_ultra()
     from ultra_multr import ultra_click_models
 
     return ultra_click_models

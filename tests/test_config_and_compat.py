@@ -8,6 +8,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 import pytest
+from conftest import require_ultra, require
 import torch
 
 from ultra_multr.config import HParamError, format_hparams, parse_hparams, require
@@ -49,7 +50,7 @@ def test_parse_errors_name_the_culprit(text, message):
 
 
 def test_startup_hook_lets_ultra_import_without_tensorflow_and_removes_the_placeholder():
-    pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+    require_ultra()
     code = (
         "import sys, ultra; "
         "from torch.utils.tensorboard import SummaryWriter; "
@@ -61,7 +62,7 @@ def test_startup_hook_lets_ultra_import_without_tensorflow_and_removes_the_place
 
 
 def test_boolean_main_flags_with_false_values_are_refused():
-    pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+    require_ultra()
     from ultra_multr.compat.runtime import check_main_flags
 
     check_main_flags(["main.py", "--test_only", "True"])
@@ -72,7 +73,7 @@ def test_boolean_main_flags_with_false_values_are_refused():
 
 
 def test_batch_from_input_feed_casts_ids_and_masks_padding():
-    pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+    require_ultra()
     from ultra_multr.compat.runtime import batch_from_input_feed
 
     feed = {

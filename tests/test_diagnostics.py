@@ -4,8 +4,9 @@ import os
 
 import numpy as np
 import pytest
+from conftest import require
 
-pytest.importorskip("tensorboard")
+require("tensorboard")
 from torch.utils.tensorboard import SummaryWriter  # noqa: E402
 
 from ultra_multr.experiments import diagnostics  # noqa: E402

@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import require_ultra
 
 from ultra_multr.experiments import methods as registry
 from ultra_multr.experiments.aggregate import (
@@ -61,7 +62,7 @@ def test_metrics_reject_bad_input():
 
 
 def test_metrics_equal_ultra_functions(device):
-    pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+    require_ultra()
     import torch
     import ultra
 
@@ -604,7 +605,7 @@ def test_sweep_figure_names_its_axes_and_one_value_gives_no_figure(tmp_path):
 
 
 def test_evaluate_checkpoint_writes_consistent_outputs(tmp_path):
-    pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+    require_ultra()
     import torch
 
     from ultra_multr.compat.runtime import create_ranking_model, score_documents
@@ -645,7 +646,7 @@ def test_evaluate_checkpoint_writes_consistent_outputs(tmp_path):
 
 
 def test_seeded_main_runs_script_as_main_with_seed(tmp_path):
-    pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+    require_ultra()
     from ultra_multr.experiments.seeded_main import main as seeded_main
 
     script = tmp_path / "main.py"
@@ -684,7 +685,7 @@ def test_settings_files_that_are_not_json_fail_naming_the_file(tmp_path):
 
 def test_runner_trains_through_ultra_main_and_matches_ultra_evaluation(tmp_path):
     """One DLA run through ULTRA's unmodified main.py; our test metrics equal main.py --test_only's."""
-    pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+    require_ultra()
 
     from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
     from ultra_multr.experiments.runner import find_main_py

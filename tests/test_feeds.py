@@ -4,9 +4,10 @@ import types
 
 import numpy as np
 import pytest
+from conftest import require_ultra
 import torch
 
-ultra = pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+ultra = require_ultra()
 
 from ultra_multr import click_models as cm  # noqa: E402
 from ultra_multr import ultra_click_models  # noqa: E402

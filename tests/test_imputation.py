@@ -7,8 +7,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from conftest import require_ultra
 
-from ultra_multr.compat.runtime import Batch
+ultra = require_ultra()  # noqa: E402 below: the modules under test import ULTRA
+
+from ultra_multr.compat.runtime import Batch  # noqa: E402
 from ultra_multr.imputation import PseudoClickCache, list_fingerprints
 from ultra_multr.simulator import ContextAwareUserSimulator, SimulatorConfig
 
@@ -90,9 +93,7 @@ def test_a_list_missing_from_the_cache_is_computed_and_added(caplog):
     assert cache.misses == 2
 
 
-ultra = pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
-
-from ultra_multr.algorithms.multr import MULTR  # noqa: E402  (needs ULTRA)
+from ultra_multr.algorithms.multr import MULTR  # noqa: E402
 from ultra_multr import losses  # noqa: E402
 from ultra_multr.feeds import ClickSimulationFeed  # noqa: E402
 from ultra_multr.losses.listwise import listwise_document_losses  # noqa: E402

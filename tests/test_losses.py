@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from conftest import require_ultra
 import torch
 
 from ultra_multr import losses
@@ -215,7 +216,7 @@ def test_ipw_weights_really_clamp():
 
 
 def test_dla_softmax_loss_matches_ulta_softmax_loss_without_padding():
-    ultra = pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+    ultra = require_ultra()
     generator = torch.Generator().manual_seed(3)
     scores = torch.randn(4, 5, generator=generator)
     labels = (torch.rand(4, 5, generator=generator) < 0.4).float()

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from conftest import REPO_ROOT, run_ultra_main
+from conftest import REPO_ROOT, require_ultra, run_ultra_main
 
-pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+require_ultra()
 
 
 def dla_settings(tmp_path):

@@ -9,9 +9,10 @@ import argparse
 import os
 
 import pytest
+from conftest import require_ultra
 import torch
 
-pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+require_ultra()
 
 from ultra_multr.compat.model_dir import ModelDirError, check_model_dir, checkpoint_path  # noqa: E402
 from ultra_multr.compat.runtime import create_ranking_model, score_documents  # noqa: E402

@@ -7,9 +7,9 @@ import os
 import pytest
 import torch
 
-from conftest import REPO_ROOT, run_ultra_main
+from conftest import REPO_ROOT, require_ultra, run_ultra_main
 
-ultra = pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+ultra = require_ultra()
 
 from ultra_multr.algorithms.multr import MULTR  # noqa: E402  (needs ULTRA)
 from ultra_multr.config import HParamError  # noqa: E402

@@ -4,6 +4,7 @@ import os
 
 import numpy as np
 import pytest
+from conftest import require_ultra
 
 from ultra_multr.data import prepare
 from ultra_multr.data.letor import LetorFormatError, LetorQuery, read_letor, read_letor_files
@@ -325,7 +326,7 @@ def test_queries_without_relevant_documents_are_written_and_counted(tmp_path, sp
 
 
 def test_ultra_loads_the_written_directory(tmp_path, split_files):
-    ultra = pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+    ultra = require_ultra()
     data, paths = split_files
     out = tmp_path / "out"
     assert run_splits(paths, out) == 0

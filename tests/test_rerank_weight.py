@@ -7,9 +7,10 @@ import os
 import shutil
 
 import pytest
+from conftest import require_ultra
 import torch
 
-ultra = pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+ultra = require_ultra()
 
 from test_multr_ultra import build, train_losses  # noqa: E402
 

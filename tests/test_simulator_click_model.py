@@ -5,9 +5,10 @@ import types
 
 import numpy as np
 import pytest
+from conftest import require_ultra
 import torch
 
-ultra = pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+ultra = require_ultra()
 
 from ultra_multr.data.synthetic import write_synthetic_ultra_dataset  # noqa: E402
 from ultra_multr.feeds import ClickSimulationFeed  # noqa: E402

@@ -5,9 +5,10 @@ import json
 import os
 
 import pytest
+from conftest import require_ultra
 import torch
 
-pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+require_ultra()
 
 from ultra_multr import simulator_report  # noqa: E402
 from ultra_multr.click_model_evaluation import SimulatorTrainingConfig  # noqa: E402

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, require_ultra
 from test_multr_ultra import build as build_with_feed
 
-ultra = pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+ultra = require_ultra()
 
 from ultra_multr.algorithms import multr as multr_module  # noqa: E402
 from ultra_multr.data.synthetic import write_synthetic_ultra_dataset  # noqa: E402

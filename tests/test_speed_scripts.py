@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, require_ultra
 
-pytest.importorskip("ultra", reason="ULTRA_pytorch is not importable")
+require_ultra()
 
 TINY = ["--batch-size", "8", "--features", "6", "--list-size", "5", "--warmup", "1"]
 
