@@ -36,10 +36,14 @@ def test_clean_data_passes_with_counts(data_dir):
 @pytest.mark.parametrize(
     "split, suffix, line, edit, message",
     [
-        ("test", ".feature", 4, lambda s: s + " 9:0.5", r"test\.feature:4: feature index 9 is outside 1\.\.8 .*silently drop"),
-        ("train", ".feature", 2, lambda s: s + " 0:0.5", r"train\.feature:2: feature index 0 is outside"),
+        ("test", ".feature", 4, lambda s: s + " 9:0.5", r"test\.feature:4: feature index 9 is outside 0\.\.8 .*silently drop"),
+        ("train", ".feature", 2, lambda s: s.split(" ")[0] + " 0:0.5 3:1 8:0.2",
+         r"train\.feature:2: the line holds feature index 0 and feature index 8 \(feature_size\); .*overwrite"),
+        ("train", ".feature", 3, lambda s: s.split(" ")[0] + " 2:0.5 -1:1", r"train\.feature:3: feature index -1 is negative; .*misplace"),
+        ("valid", ".feature", 3, lambda s: s.split(" ")[0] + " 4:0.5 4:1", r"valid\.feature:3: feature index 4 appears twice"),
+        ("valid", ".feature", 4, lambda s: s.split(" ")[0] + " 2.0:0.5", r"valid\.feature:4: feature index '2\.0' is not an integer"),
         ("test", ".feature", 3, lambda s: s.split(" ")[0] + " 2:nan", r"test\.feature:3: value of feature 2 is 'nan'; expected a finite"),
-        ("train", ".feature", 5, lambda s: s + " 3:-inf", r"train\.feature:5: value of feature 3 is '-inf'"),
+        ("train", ".feature", 5, lambda s: s.split(" ")[0] + " 3:-inf", r"train\.feature:5: value of feature 3 is '-inf'"),
         ("valid", ".feature", 1, lambda s: s.replace(" ", "  ", 1), r"valid\.feature:1: field '' is not 'index:value'"),
         ("valid", ".feature", 2, lambda s: s.split(" ")[0] + " 2:abc", r"valid\.feature:2: value 'abc' of feature 2 is not a number"),
         ("valid", ".feature", 2, lambda s: "", r"valid\.feature:2: empty line"),
@@ -94,8 +98,9 @@ def test_settings_are_checked(data_dir):
 
 def test_errors_found_past_the_first_block(data_dir, monkeypatch):
     import ultra_multr.data.checks as checks
+    from ultra_multr.data import feature_fields
 
-    monkeypatch.setattr(checks, "BLOCK_BYTES", 64)  # many blocks, lines split across reads
+    monkeypatch.setattr(feature_fields, "BLOCK_BYTES", 64)  # many blocks, lines split across reads
     assert checks.check_data_dir(data_dir)["train"].queries == 6
     edit_line(path_of(data_dir, "train", ".feature"), 30, lambda s: s + " 12:1")
     with pytest.raises(DataCheckError, match=r"train\.feature:30: feature index 12"):
@@ -155,3 +160,97 @@ def test_unusual_but_valid_lines_pass(data_dir):
     edit_line(path, 3, lambda s: s.split(" ")[0] + " 5:1e999")  # overflows to inf
     with pytest.raises(DataCheckError, match=r"train\.feature:3: value of feature 5 is '1e999'"):
         check_data_dir(data_dir)
+
+
+# -- ULTRA's semantics of feature index 0 ---------------------------------------
+
+def zero_index_warnings(caplog):
+    return [r.getMessage() for r in caplog.records if "feature index 0" in r.getMessage()]
+
+
+@pytest.mark.parametrize("fields", ["0:0.5 1:0.25 3:1", "3:1 0:0.5 1:0.25"], ids=["sorted (fast path)", "unsorted (line by line)"])
+def test_feature_index_zero_is_accepted_with_one_warning_per_file(data_dir, caplog, fields):
+    path = path_of(data_dir, "train", ".feature")
+    for line in (2, 5, 9):
+        edit_line(path, line, lambda s: s.split(" ")[0] + " " + fields)
+    assert check_data_dir(data_dir)["train"].documents > 9
+    warnings = zero_index_warnings(caplog)
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith(path + ": 3 line(s) use feature index 0 (first at line 2)")
+    assert "the last slot, the one of feature index 8 (feature_size)" in warnings[0]
+
+
+def test_ultra_toy_data_as_shipped_is_accepted_with_one_warning_per_file(caplog):
+    from conftest import require_ultra
+
+    ultra = require_ultra()
+    toy = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ultra.__file__))), "tests", "data", "")
+    summaries = check_data_dir(toy)
+    assert {split: s.kept_queries for split, s in summaries.items()} == {"train": 20, "valid": 6, "test": 6}
+    warnings = zero_index_warnings(caplog)
+    assert [w.split(":")[0] for w in warnings] == [path_of(toy, split, ".feature") for split in ("train", "valid", "test")]
+    assert "11 line(s) use feature index 0 (first at line 8)" in warnings[0]
+
+
+# -- the libsvm layout ----------------------------------------------------------
+
+@pytest.fixture
+def libsvm_dir(tmp_path):
+    return write_synthetic_ultra_dataset(
+        str(tmp_path / "libsvm"), {"train": 6, "valid": 3, "test": 3}, n_features=8, layout="libsvm"
+    )
+
+
+def test_libsvm_layout_is_checked_as_ultra_reads_it(libsvm_dir):
+    summaries = check_data_dir(libsvm_dir)
+    assert {s.layout for s in summaries.values()} == {"libsvm"}
+    assert summaries["train"].queries == 6 and summaries["train"].kept_queries == 6
+    # Lines of one query need not be together: ULTRA groups them by qid.
+    path = path_of(libsvm_dir, "train", ".txt")
+    with open(path) as handle:
+        lines = handle.read().splitlines()
+    with open(path, "w") as handle:
+        handle.write("\n".join(lines[1:] + lines[:1]) + "\n")
+    assert check_data_dir(libsvm_dir)["train"].queries == 6
+
+
+@pytest.mark.parametrize(
+    "line, edit, message",
+    [
+        (2, lambda s: s + " #docid = GX001", r"train\.txt:2: a '#' comment \('#docid = GX001'\); ULTRA's libsvm reader cannot"),
+        (3, lambda s: "1.5" + s[1:], r"train\.txt:3: label '1\.5' is not an integer"),
+        (4, lambda s: "7" + s[1:], r"train\.txt:4: query train\d has label 7\.0; expected 0\.\.4"),
+        (5, lambda s: s.replace("qid:", "id="), r"train\.txt:5: second field 'id=train\d' is not 'qid:Q'"),
+        (6, lambda s: s + " 9:1", r"train\.txt:6: feature index 9 is outside 0\.\.8"),
+        (7, lambda s: " ".join(s.split(" ")[:2]) + " 0:1 8:2", r"train\.txt:7: the line holds feature index 0 and feature index 8"),
+        (8, lambda s: "", r"train\.txt:8: expected 'label qid:Q index:value \.\.\.'"),
+    ],
+)
+def test_each_libsvm_problem_names_file_and_line(libsvm_dir, line, edit, message):
+    edit_line(path_of(libsvm_dir, "train", ".txt"), line, edit)
+    with pytest.raises(DataCheckError, match=message):
+        check_data_dir(libsvm_dir)
+
+
+def test_a_split_in_neither_layout_is_named(libsvm_dir):
+    os.remove(path_of(libsvm_dir, "valid", ".txt"))
+    with pytest.raises(DataCheckError, match=r"split 'valid': neither .*valid\.feature \(ULTRA's format\) nor .*valid\.txt"):
+        check_data_dir(libsvm_dir)
+
+
+# -- one read serves the checks and the fingerprints ------------------------------
+
+def test_the_fingerprint_comes_from_the_checks_read_and_notices_a_changed_file(data_dir, monkeypatch):
+    from ultra_multr.data import checks, feature_fields
+
+    check_data_dir(data_dir, ["train", "valid"])
+    reads = []
+    real = feature_fields.line_blocks
+    monkeypatch.setattr(checks, "line_blocks", lambda path, digest: reads.append(path) or real(path, digest))
+    first = checks.data_fingerprint(data_dir, ["train", "valid"])
+    assert reads == []  # nothing read again
+    path = path_of(data_dir, "valid", ".labels")
+    edit_line(path, 1, lambda s: s.split(" ")[0] + " 0" + s[s.index(" ") + 2:])
+    os.utime(path, ns=(0, 0))  # a different modification time even on a coarse clock
+    second = checks.data_fingerprint(data_dir, ["train", "valid"])
+    assert second != first and path in reads

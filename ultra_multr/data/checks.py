@@ -1,4 +1,4 @@
-"""Checks of a ULTRA data directory, with errors that name the file and line.
+"""Checks of a data directory as ULTRA's main.py reads it, with errors that name the file and line.
 
 ULTRA's reader (``ultra.utils.data_utils.Raw_data``) accepts bad data quietly
 or fails far away from the cause: it drops feature indices above
@@ -8,47 +8,48 @@ training features surface as a non-finite loss), takes a cut-short last line
 as a document, and says only "No valid query has been found." for a split
 with no usable query.  :func:`check_data_dir` reads the files once and raises
 :class:`DataCheckError` at the first problem, naming ``file:line`` (or the
-split) and what was expected.
+split) and what was expected.  The same read hashes every file, so the model
+dir's identity and MULTR's simulator checkpoint need no second pass
+(:func:`data_fingerprint`).
 
-What is checked, per split ``S`` (``S/S.feature``, ``S/S.init_list``,
-``S/S.labels``; see :mod:`.ultra_format`) and ``settings.json``:
+Layouts, chosen per split ``S`` as ULTRA chooses them (by the files present):
 
-- ``settings.json`` is JSON with a positive integer ``feature_size`` and a
-  ``max_label``;
-- every file ends in a newline (else its last line was cut short);
-- ``.feature`` lines are ``docid index:value ...`` with integer indices in
-  1..feature_size and finite values;
-- ``.init_list`` lines are ``qid i0 i1 ...`` with indices of ``.feature``
-  lines; ``.labels`` has the same queries in the same order, one finite label
-  in 0..max_label per listed document;
-- at least one query is one ULTRA keeps (two or more documents, a label > 0).
+- ULTRA's own: ``S/S.feature`` (``docid index:value ...``), ``S/S.init_list``
+  (``qid i0 i1 ...``, indices of ``.feature`` lines) and ``S/S.labels`` (the
+  same queries in the same order, one label per listed document);
+- libsvm: ``S/S.txt`` (``label qid:Q index:value ...``; lines of one query
+  may be anywhere; integer labels; no ``#`` comments, which ULTRA cannot read).
 
-Speed: the feature file, which holds nearly all the bytes, is read in blocks
-of lines and its numbers parsed by numpy in one call per block; a line is
-parsed in Python only to explain an error.  Only ULTRA's own format is
-checked (not the libsvm ``S/S.txt`` or ULTRE formats ULTRA also reads).
+Both need ``settings.json`` with a positive integer ``feature_size`` and a
+``max_label``; every file must end in a newline; labels lie in
+0..max_label; at least one query is one ULTRA keeps (two or more documents,
+a label > 0).  Feature indices follow ULTRA's semantics
+(:mod:`.feature_fields`): index 0 is accepted with one warning per file (ULTRA
+puts it in the last slot); indices ULTRA would drop, misplace or overwrite
+are refused.
 
 Command line: ``python -m ultra_multr.data.checks DATA_DIR [--splits train valid test]``.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
-import math
+import logging
 import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .feature_fields import DataCheckError, ZeroIndexLines, check_feature_block, line_blocks
+
+LOGGER = logging.getLogger("ultra_multr")
+
 SPLITS = ("train", "valid", "test")
-BLOCK_BYTES = 1 << 20  # small blocks keep the arrays in cache; measured no slower than 16 MiB
-
-
-class DataCheckError(ValueError):
-    """Bad data; the message starts with the file (and line) or the split."""
+LAYOUT_FILES = {"ultra": (".feature", ".init_list", ".labels"), "libsvm": (".txt",)}
 
 
 @dataclass(frozen=True)
@@ -56,35 +57,42 @@ class DataSettings:
     """What ``settings.json`` says about the data.
 
     Attributes:
-        feature_size: F; feature indices run over 1..F.
+        feature_size: F; feature indices run over 1..F (0 lands in slot F).
         max_label: the largest allowed label.
+        sha256: hash of the file's bytes.
     """
 
     feature_size: int
     max_label: float
+    sha256: str = ""
 
 
 @dataclass(frozen=True)
 class SplitSummary:
-    """Counts of one checked split.
+    """Counts of one checked split and the files read.
 
     Attributes:
-        documents: lines of the ``.feature`` file.
-        queries: lines of the ``.init_list`` file.
+        layout: "ultra" or "libsvm".
+        documents: document lines (``.feature`` or ``.txt``).
+        queries: queries (``.init_list`` lines, or distinct qids).
         kept_queries: queries ULTRA keeps (>= 2 documents, a label > 0).
+        files: (path relative to the data dir, sha256) of each file read.
     """
 
+    layout: str
     documents: int
     queries: int
     kept_queries: int
+    files: Tuple[Tuple[str, str], ...]
 
 
 def read_settings(data_dir: str) -> DataSettings:
     """Read and check ``<data_dir>/settings.json``."""
     path = os.path.join(data_dir, "settings.json")
     try:
-        with open(path) as handle:
-            settings = json.load(handle)
+        with open(path, "rb") as handle:
+            raw = handle.read()
+        settings = json.loads(raw)
     except OSError as error:
         raise DataCheckError("%s: cannot read the data settings: %s" % (path, error)) from None
     except ValueError as error:
@@ -97,28 +105,66 @@ def read_settings(data_dir: str) -> DataSettings:
     max_label = settings.get("max_label")
     if isinstance(max_label, bool) or not isinstance(max_label, (int, float)) or not max_label >= 0:
         raise DataCheckError("%s: max_label must be a number >= 0 (ULTRA reads it), got %r" % (path, max_label))
-    return DataSettings(feature_size=feature_size, max_label=float(max_label))
+    return DataSettings(feature_size=feature_size, max_label=float(max_label), sha256=hashlib.sha256(raw).hexdigest())
 
 
 def check_data_dir(data_dir: str, splits: Sequence[str] = SPLITS) -> Dict[str, SplitSummary]:
-    """Check ``settings.json`` and each split; returns split -> counts.
+    """Check ``settings.json`` and each split; returns split -> summary.
 
     Raises:
         DataCheckError: at the first problem, naming the file and line or the split.
     """
+    settings_path = os.path.join(os.path.abspath(data_dir), "settings.json")
+    _STAT_AT_CHECK[settings_path] = _stat(settings_path)
     settings = read_settings(data_dir)
-    return {split: check_split(data_dir, split, settings) for split in splits}
+    summaries = {split: check_split(data_dir, split, settings) for split in splits}
+    _CHECKED[os.path.abspath(data_dir)] = (settings, dict(summaries))
+    return summaries
+
+
+def split_layout(data_dir: str, split: str) -> str:
+    """The layout ULTRA's reader takes for a split: "ultra" (``S/S.feature``) before "libsvm" (``S/S.txt``)."""
+    base = os.path.join(data_dir, split, split)
+    if os.path.isfile(base + ".feature"):
+        return "ultra"
+    if os.path.isfile(base + ".txt"):
+        return "libsvm"
+    raise DataCheckError(
+        "split %r: neither %s.feature (ULTRA's format) nor %s.txt (libsvm) exists; ULTRA reads one of them"
+        % (split, base, base)
+    )
 
 
 def check_split(data_dir: str, split: str, settings: DataSettings) -> SplitSummary:
-    """Check the files of one split (see the module docstring)."""
+    """Check the files of one split in the layout ULTRA would read (see the module docstring)."""
+    layout = split_layout(data_dir, split)
     base = os.path.join(data_dir, split, split)
-    for suffix in (".feature", ".init_list", ".labels"):
+    for suffix in LAYOUT_FILES[layout]:
         if not os.path.isfile(base + suffix):
             raise DataCheckError("split %r: %s%s does not exist" % (split, base, suffix))
-    documents = check_feature_file(base + ".feature", settings.feature_size)
-    qids, lists = _read_lists(base + ".init_list", int, "document index")
-    label_qids, labels = _read_lists(base + ".labels", float, "label")
+    digests = {suffix: hashlib.sha256() for suffix in LAYOUT_FILES[layout]}
+    for suffix in digests:  # taken before reading: a file changed while read shows as changed later
+        _STAT_AT_CHECK[os.path.abspath(base + suffix)] = _stat(base + suffix)
+    if layout == "ultra":
+        documents, qids, labels = _check_ultra_split(base, settings, digests)
+    else:
+        documents, qids, labels = _check_libsvm_split(base + ".txt", settings, digests[".txt"])
+    kept = sum(1 for values in labels if len(values) >= 2 and values.sum() > 0)
+    if kept == 0:
+        raise DataCheckError(
+            "split %r (%s.*): none of its %d queries has two or more documents and a label > 0, so ULTRA "
+            "keeps none and stops with 'No valid query has been found.'" % (split, base, len(qids))
+        )
+    files = tuple(
+        (os.path.relpath(base + suffix, data_dir), digest.hexdigest()) for suffix, digest in digests.items()
+    )
+    return SplitSummary(layout=layout, documents=documents, queries=len(qids), kept_queries=kept, files=files)
+
+
+def _check_ultra_split(base: str, settings: DataSettings, digests) -> Tuple[int, List[str], List[np.ndarray]]:
+    documents = check_feature_file(base + ".feature", settings.feature_size, digests[".feature"])
+    qids, lists = _read_lists(base + ".init_list", int, "document index", digests[".init_list"])
+    label_qids, labels = _read_lists(base + ".labels", float, "label", digests[".labels"])
     for number, (qid, indices) in enumerate(zip(qids, lists), start=1):
         outside = (indices < 0) | (indices >= documents)
         if outside.any():
@@ -137,123 +183,128 @@ def check_split(data_dir: str, split: str, settings: DataSettings) -> SplitSumma
                 "%s.labels:%d: query %s with %d labels; expected query %s with %d labels as in %s.init_list:%d"
                 % (base, number, label_qid, len(values), qid, len(indices), base, number)
             )
-        outside = ~((values >= 0) & (values <= settings.max_label))
-        if outside.any():
-            raise DataCheckError(
-                "%s.labels:%d: query %s has label %r; expected 0..%g (max_label of settings.json)"
-                % (base, number, qid, float(values[outside][0]), settings.max_label)
-            )
-    kept = sum(1 for values in labels if len(values) >= 2 and values.sum() > 0)
-    if kept == 0:
+        _check_label_range("%s.labels:%d: query %s" % (base, number, qid), values, settings)
+    return documents, qids, labels
+
+
+def _check_label_range(where: str, values: np.ndarray, settings: DataSettings) -> None:
+    outside = ~((values >= 0) & (values <= settings.max_label))
+    if outside.any():
         raise DataCheckError(
-            "split %r (%s.*): none of its %d queries has two or more documents and a label > 0, so ULTRA "
-            "keeps none and stops with 'No valid query has been found.'" % (split, base, len(qids))
+            "%s has label %r; expected 0..%g (max_label of settings.json)" % (where, float(values[outside][0]), settings.max_label)
         )
-    return SplitSummary(documents=documents, queries=len(qids), kept_queries=kept)
 
 
-def check_feature_file(path: str, feature_size: int) -> int:
-    """Check a ``.feature`` file; returns its number of lines (documents)."""
+def check_feature_file(path: str, feature_size: int, digest=None) -> int:
+    """Check a ``.feature`` file; returns its number of lines (documents). Warns once if it uses index 0."""
     documents = 0
-    for first, block in _line_blocks(path):
-        if not _feature_block_is_clean(block, feature_size):
-            for number, line in enumerate(block.split(b"\n")[:-1], start=first):
-                problem = _feature_line_problem(line, feature_size)
-                if problem:
-                    raise DataCheckError("%s:%d: %s" % (path, number, problem))
+    zeros = ZeroIndexLines()
+    for first, block in line_blocks(path, digest or hashlib.sha256()):
+        check_feature_block(path, first, block, feature_size, zeros)
         documents += block.count(b"\n")
+    _warn_zero_index(zeros, path, feature_size)
     return documents
 
 
-_PLAIN = np.zeros(256, dtype=bool)  # digits and the markers
-_PLAIN[[ord(c) for c in "0123456789 :\n"]] = True
-_SPACE, _COLON, _NEWLINE, _DOT, _MINUS = (ord(c) for c in " :\n.-")
+def _warn_zero_index(zeros: ZeroIndexLines, path: str, feature_size: int) -> None:
+    warning = zeros.warning(path, feature_size)
+    if warning:
+        LOGGER.warning(warning)
 
 
-def _feature_block_is_clean(block: bytes, feature_size: int) -> bool:
-    """Vectorised test of whole ``.feature`` lines: True if surely clean.
-
-    The block is cut at its spaces, colons and newlines (the markers) into
-    segments: a clean line is a docid segment followed by `` <digits>:<value>``
-    fields.  A value of digits with at most one dot and a leading minus is a
-    finite number; any other value (an exponent, ``nan``) goes to ``float``.
-    False means "look closer": :func:`_feature_line_problem` then judges each
-    line, so an unusual but valid line (trailing space, ``1e-300``) costs
-    time, never a false error.  Only the bytes that are neither digits nor
-    markers are looked up one by one (no cumulative sums: numpy's are slow).
-    """
-    text = np.frombuffer(b"\n" + block, dtype=np.uint8)  # the leading newline starts the first line
-    markers = np.flatnonzero((text == _SPACE) | (text == _COLON) | (text == _NEWLINE))
-    kind, following = text[markers[:-1]], text[markers[1:]]
-    length = np.diff(markers) - 1  # [S] bytes of each segment, between consecutive markers
-    is_field, is_value = kind == _SPACE, kind == _COLON
-    # A line: a non-empty docid, then " index:value" fields, each part non-empty.
-    expected_next = np.where(is_field, following == _COLON, following != _COLON)
-    if not np.all(expected_next & (length > 0)):
-        return False
-    special = np.flatnonzero(~_PLAIN[text])  # dots, minus signs, letters (docids, exponents, nan)
-    segment = np.searchsorted(markers, special) - 1
-    special_kind = text[special]
-    n_segments = length.size
-    specials = np.bincount(segment, minlength=n_segments)
-    # Field indices: digits only, in 1..feature_size.
-    width = len(str(feature_size))
-    index_length = length[is_field]
-    if np.any(specials[is_field] > 0) or np.any(index_length > width):
-        return False
-    colons = markers[1:][is_field]
-    index = np.zeros(colons.size, dtype=np.int64)
-    for j in range(1, width + 1):
-        index += np.where(index_length >= j, text[colons - j].astype(np.int64) - ord("0"), 0) * 10 ** (j - 1)
-    if np.any(index < 1) or np.any(index > feature_size):
-        return False
-    # Values: simple when the only specials are one dot and a minus right after the colon.
-    dots = np.bincount(segment[special_kind == _DOT], minlength=n_segments)
-    minus = special_kind == _MINUS
-    leading_minus = np.bincount(segment[minus & (text[special - 1] == _COLON)], minlength=n_segments)
-    simple = (specials == dots + leading_minus) & (dots <= 1) & (length > specials)
-    for k in np.flatnonzero(is_value & ~simple):
-        start = int(markers[k]) + 1
-        try:
-            if not math.isfinite(float(text[start : start + int(length[k])].tobytes())):
-                return False
-        except ValueError:
-            return False
-    return True
+def _check_libsvm_split(path: str, settings: DataSettings, digest) -> Tuple[int, List[str], List[np.ndarray]]:
+    """Check a libsvm ``S.txt``: ``label qid:Q index:value ...`` lines, grouped by qid as ULTRA groups them."""
+    labels_of: Dict[str, List[int]] = {}
+    documents = 0
+    zeros = ZeroIndexLines()
+    for first, block in line_blocks(path, digest):
+        for number, line in enumerate(block.split(b"\n")[:-1], start=first):
+            head = line.strip().split(b" ", 2)
+            problem = _libsvm_head_problem(line, head)
+            if problem:
+                raise DataCheckError("%s:%d: %s" % (path, number, problem))
+            label = int(head[0])
+            qid = head[1][4:].decode(errors="replace")
+            _check_label_range("%s:%d: query %s" % (path, number, qid), np.array([label], dtype=np.float64), settings)
+            labels_of.setdefault(qid, []).append(label)
+        # One head segment per line ("label_qid_Q"): the feature fields are checked like ULTRA's .feature lines.
+        check_feature_block(path, first, block.replace(b" qid:", b"_qid_"), settings.feature_size, zeros)
+        documents += block.count(b"\n")
+    _warn_zero_index(zeros, path, settings.feature_size)
+    return documents, list(labels_of), [np.array(values, dtype=np.float64) for values in labels_of.values()]
 
 
-def _feature_line_problem(line: bytes, feature_size: int) -> Optional[str]:
-    """What is wrong with one ``.feature`` line (None if nothing)."""
-    fields = line.strip().split(b" ")
-    if not fields[0]:
-        return "empty line; expected 'docid index:value ...'"
-    for field in fields[1:]:
-        index_text, sep, value_text = field.partition(b":")
-        if not sep or b":" in value_text:
-            return "field %r is not 'index:value' (fields are separated by one space)" % field.decode(errors="replace")
-        try:
-            index = int(index_text)
-        except ValueError:
-            return "feature index %r is not an integer" % index_text.decode(errors="replace")
-        if not 1 <= index <= feature_size:
-            return (
-                "feature index %d is outside 1..%d (feature_size of settings.json); ULTRA would silently %s it"
-                % (index, feature_size, "drop" if index > feature_size else "misplace")
-            )
-        try:
-            value = float(value_text)
-        except ValueError:
-            return "value %r of feature %d is not a number" % (value_text.decode(errors="replace"), index)
-        if not math.isfinite(value):
-            return "value of feature %d is %r; expected a finite number" % (index, value_text.decode(errors="replace"))
+def _libsvm_head_problem(line: bytes, head: List[bytes]):
+    """What is wrong with a libsvm line's ``label qid:Q`` (None if nothing)."""
+    if b"#" in line:
+        return (
+            "a '#' comment (%r); ULTRA's libsvm reader cannot read comments (it parses them as features): strip "
+            "them, e.g. with ultra-multr-prepare" % line[line.index(b"#"):][:40].decode(errors="replace")
+        )
+    if len(head) < 2 or not head[0]:
+        return "expected 'label qid:Q index:value ...', got %r" % line[:60].decode(errors="replace")
+    try:
+        int(head[0])
+    except ValueError:
+        return "label %r is not an integer (ULTRA reads libsvm labels with int())" % head[0].decode(errors="replace")
+    if not head[1].startswith(b"qid:") or len(head[1]) == 4:
+        return "second field %r is not 'qid:Q'" % head[1].decode(errors="replace")
     return None
 
 
-def _read_lists(path: str, parse, what: str) -> Tuple[List[str], List[np.ndarray]]:
+#: data dir -> (settings, split -> summary) of the last check in this process, and the size and
+#: modification time of each file read then (see :func:`data_fingerprint`).
+_CHECKED: Dict[str, Tuple[DataSettings, Dict[str, SplitSummary]]] = {}
+_STAT_AT_CHECK: Dict[str, Tuple[int, int]] = {}
+
+
+def data_fingerprint(data_dir: str, splits: Sequence[str]) -> str:
+    """SHA-256 of ``settings.json`` and every file ULTRA reads for ``splits``.
+
+    From the hashes taken while checking (:func:`checked_fingerprint`); splits
+    not checked in this process, or changed since, are checked (read) again.
+    """
+    fingerprint = checked_fingerprint(data_dir, splits)
+    if fingerprint is None:
+        check_data_dir(data_dir, splits)
+        fingerprint = checked_fingerprint(data_dir, splits)
+    return fingerprint
+
+
+def checked_fingerprint(data_dir: str, splits: Sequence[str]) -> Optional[str]:
+    """:func:`data_fingerprint` from the last check in this process, or None.
+
+    None when a split was not checked, or when any file read then has
+    another size or modification time now.
+    """
+    key = os.path.abspath(data_dir)
+    settings, summaries = _CHECKED.get(key, (None, {}))
+    if settings is None or any(split not in summaries for split in splits) or _changed_since_check(key):
+        return None
+    digest = hashlib.sha256(("settings.json\0%s" % settings.sha256).encode())
+    for split in splits:
+        for relpath, sha in summaries[split].files:
+            digest.update(("\0%s\0%s" % (relpath, sha)).encode())
+    return digest.hexdigest()
+
+
+def _changed_since_check(data_dir: str) -> bool:
+    return any(_stat(path) != stat for path, stat in _STAT_AT_CHECK.items() if path.startswith(data_dir + os.sep))
+
+
+def _stat(path: str) -> Tuple[int, int]:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return (-1, -1)
+    return (info.st_size, info.st_mtime_ns)
+
+
+def _read_lists(path: str, parse, what: str, digest) -> Tuple[List[str], List[np.ndarray]]:
     """``qid v0 v1 ...`` lines -> (qids, value arrays), checking numbers are finite."""
     qids: List[str] = []
     values: List[np.ndarray] = []
-    for first, block in _line_blocks(path):
+    for first, block in line_blocks(path, digest):
         for number, line in enumerate(block.split(b"\n")[:-1], start=first):
             fields = line.strip().split(b" ")
             if not fields[0]:
@@ -281,32 +332,6 @@ def _parses(parse, field: bytes) -> bool:
         return False
 
 
-def _line_blocks(path: str) -> Iterator[Tuple[int, bytes]]:
-    """(number of the first line, block) for blocks of whole lines (about BLOCK_BYTES each) of a file.
-
-    Raises:
-        DataCheckError: if the file does not end in a newline.
-    """
-    first = 1
-    rest = b""
-    with open(path, "rb") as handle:
-        while True:
-            block = handle.read(BLOCK_BYTES)
-            if not block:
-                break
-            block = rest + block
-            cut = block.rfind(b"\n") + 1
-            rest = block[cut:]
-            if cut:
-                yield first, block[:cut]
-                first += block.count(b"\n", 0, cut)
-    if rest:
-        raise DataCheckError(
-            "%s:%d: the last line does not end in a newline, so it was probably cut short (%d bytes: %r...); "
-            "expected every line to end in a newline" % (path, first, len(rest), rest[:40].decode(errors="replace"))
-        )
-
-
 def check_ends_in_newline(path: str) -> None:
     """Refuse a file whose last line has no newline (a cut-short copy), e.g. a raw LETOR file."""
     with open(path, "rb") as handle:
@@ -325,10 +350,11 @@ def splits_main_py_reads(args: argparse.Namespace) -> List[str]:
     """The split prefixes ULTRA's ``main.py`` reads with these arguments.
 
     ``--test_only``: the test split; otherwise train and valid, and test with
-    ``--test_while_train``.  Empty for data that is not in ULTRA's own format
-    (``--click_model_dir`` switches main.py to the ULTRE format).
+    ``--test_while_train``.  Empty for ULTRE data (``--click_model_dir``
+    switches main.py's reader to it).  main.py's ``--data_format`` is unused
+    by ULTRA: its reader goes by the files present, and so do the checks.
     """
-    if getattr(args, "click_model_dir", None) is not None or getattr(args, "data_format", "ULTRA") != "ULTRA":
+    if getattr(args, "click_model_dir", None) is not None:
         return []
     if args.test_only:
         return [args.test_data_prefix]
@@ -340,6 +366,8 @@ def main(argv: Sequence[str] = None) -> int:
     parser.add_argument("data_dir")
     parser.add_argument("--splits", nargs="+", default=list(SPLITS))
     args = parser.parse_args(argv)
+    if not LOGGER.handlers and not logging.getLogger().handlers:
+        logging.basicConfig(format="warning: %(message)s", level=logging.WARNING)
     start = time.time()
     try:
         summaries = check_data_dir(args.data_dir, args.splits)

@@ -11,7 +11,7 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-from .ultra_format import RankedQuery, query_order, write_settings, write_split
+from .ultra_format import RankedQuery, query_order, write_libsvm_split, write_settings, write_split
 
 
 def synthetic_queries(
@@ -73,13 +73,21 @@ def write_synthetic_ultra_dataset(
     n_features: int = 20,
     max_label: int = 4,
     seed: int = 0,
+    layout: str = "ultra",
 ) -> str:
-    """Write a synthetic ULTRA data directory and return its path (with '/')."""
+    """Write a synthetic data directory and return its path (with '/').
+
+    ``layout``: "ultra" (``S/S.feature``, ``.init_list``, ``.labels``, ``.initial_scores``)
+    or "libsvm" (``S/S.txt``); ULTRA's main.py reads both.
+    """
+    writers = {"ultra": write_split, "libsvm": write_libsvm_split}
+    if layout not in writers:
+        raise ValueError("layout must be one of %s, got %r" % (sorted(writers), layout))
     split_sizes = split_sizes or {"train": 60, "valid": 12, "test": 12}
     for offset, (split, n_queries) in enumerate(sorted(split_sizes.items())):
         queries = synthetic_queries(
             n_queries, docs_per_query, n_features, max_label, seed + 1000 * offset, qid_prefix=split
         )
-        write_split(directory, split, queries)
+        writers[layout](directory, split, queries)
     write_settings(directory, n_features, max_label)
     return os.path.join(os.path.abspath(directory), "")

@@ -1,4 +1,4 @@
-"""Writing ULTRA's on-disk data format.
+"""Writing ULTRA's on-disk data formats (its own, and the libsvm layout its reader also takes).
 
 A ULTRA data directory holds ``settings.json`` (``feature_size``, ``max_label``)
 and, per split ``S``, ``S/S.feature`` (one line per document:
@@ -107,6 +107,21 @@ def write_split(directory: str, split: str, queries: Iterable[RankedQuery]) -> i
     ):
         atomic_write_text(base + suffix, "\n".join(lines) + "\n")
     return count
+
+
+def write_libsvm_split(directory: str, split: str, queries: Iterable[RankedQuery]) -> int:
+    """Write one split in the libsvm layout ULTRA's reader also takes, ``S/S.txt``; returns the number of queries.
+
+    One line per document in the initial ranking's order, ``label qid:Q index:value ...``
+    (integer labels: ULTRA reads them with ``int``; no comments: it cannot read them).
+    """
+    lines = [
+        ("%d qid:%s %s" % (label, query.qid, _format_features(row))).rstrip()
+        for query in queries
+        for label, row in zip(query.labels, query.features)
+    ]
+    atomic_write_text(os.path.join(directory, split, split + ".txt"), "\n".join(lines) + "\n")
+    return len({line.split(" ")[1] for line in lines})
 
 
 def write_settings(directory: str, feature_size: int, max_label: float) -> None:
