@@ -33,8 +33,11 @@ DLA rebuilds Adagrad every step (sign-SGD)            :class:`ultra_multr.algori
 ``main.py --test_only`` writes ``str(score)`` into     ``PluginAlgorithm.validation`` returns
 its ranklist: ``tensor(-1.31)`` for torch scores      numpy scores
 the reader drops feature indices > feature_size,      :mod:`ultra_multr.data.checks` (from our
-reads nan/inf, says only "No valid query has been     algorithms, data preparation, and
-found."; main.py's settings JSON errors name no file  :mod:`.startup`'s exception hook)
+overwrites a repeated index (and index 0 with         algorithms, data preparation, and
+feature_size: 0 lands in the last slot), reads        :mod:`.startup`'s exception hook), on
+nan/inf, crashes on libsvm comments, says only "No    ULTRA's and the libsvm layout; index 0
+valid query has been found."; main.py's settings      alone is accepted with a warning
+JSON errors name no file
 ====================================================  =========================================
 
 :mod:`.startup` uses the standard library only; :mod:`.runtime` needs torch
