@@ -1,4 +1,4 @@
-"""The speed scripts (benchmark_step_time.py, profile_step.py) run and print what the README quotes."""
+"""The speed scripts (benchmark_step_time.py, profile_step.py) run and print every row docs/performance.md names."""
 from __future__ import annotations
 
 import os

@@ -320,7 +320,7 @@ class SimulatorTrainingConfig:
             :class:`ultra_multr.simulator.SimulatorConfig` fields.  The
             default input MLP (not in the paper) helps the simulator tell
             documents apart; the defaults are the settings of the MQ2008
-            report in the README.
+            report in docs/simulator.md.
         log_every: log the held-out log-likelihood every this many steps (0: never).
     """
 
