@@ -49,7 +49,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..data.ultra_format import atomic_write_text
 from ..dirlock import DirLock
-from .progress import TrainingProgress, report_progress
+from .progress import TrainingProgress, report_progress, training_state
 
 LOGGER = logging.getLogger("ultra_multr")
 IDENTITY_SUFFIX = ".identity.json"
@@ -217,8 +217,8 @@ def check_model_dir(
                 "the ranker checkpoint %s of a training on other data or settings (differ: %s)"
                 % (checkpoint, ", ".join(differ))
                 if differ
-                else "the ranker checkpoint %s of an earlier (interrupted or finished) training with the same data "
-                "and settings" % checkpoint
+                else "the ranker checkpoint %s of an earlier training with the same data and settings: %s"
+                % (checkpoint, training_state(checkpoint)[1])
             )
         raise ModelDirError(
             "--model_dir %s already holds %s. main.py would load only the ranker's weights and restart the step "

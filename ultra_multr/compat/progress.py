@@ -99,29 +99,31 @@ class TrainingProgress:
             LOGGER.warning("could not record the training's progress in %s: %s", self.path, error)
 
 
-def report_progress(checkpoint: str) -> None:
-    """Under ``--test_only``: warn if ``checkpoint`` is that of an unfinished training; say which step it holds."""
+def training_state(checkpoint: str) -> Tuple[Optional[bool], str]:
+    """(finished: True / False / None when not known, a phrase saying so and which step the checkpoint holds)."""
     path = checkpoint + PROGRESS_SUFFIX
     try:
         with open(path) as handle:
             record = json.load(handle)
+        step, finished = record.get("checkpoint_step"), record.get("finished")
     except FileNotFoundError:
-        LOGGER.warning(
-            "%s has no %s: whether its training finished, and which step it holds, is not known",
-            checkpoint, os.path.basename(path),
-        )
-        return
-    except (OSError, ValueError) as error:
-        LOGGER.warning("%s is unreadable (%s: %s): whether %s is of a finished training is not known",
-                       path, type(error).__name__, error, checkpoint)
-        return
-    step = record.get("checkpoint_step")
+        return None, "a training whose end and step are not known (no %s beside it)" % os.path.basename(path)
+    except (OSError, ValueError, AttributeError) as error:
+        return None, "a training whose end and step are not known (%s is unreadable: %s: %s)" % (
+            path, type(error).__name__, error)
     holds = "the ranker of step %s" % step if step is not None else "the ranker of a step that was not recorded"
-    if not record.get("finished"):
-        LOGGER.warning(
-            "%s is the checkpoint of an UNFINISHED training (killed or failed before the end; --max_train_iteration "
-            "%s): it holds %s, and --test_only scores that ranker. Train into a new --model_dir to finish one.",
-            checkpoint, record.get("max_train_iteration"), holds,
-        )
+    if finished:
+        return True, "a finished training of %s steps; it holds %s" % (record.get("steps_done"), holds)
+    return False, (
+        "an UNFINISHED training (killed or failed before the end of its --max_train_iteration %s); it holds %s"
+        % (record.get("max_train_iteration"), holds)
+    )
+
+
+def report_progress(checkpoint: str) -> None:
+    """Under ``--test_only``: warn if ``checkpoint`` is not that of a finished training; say which step it holds."""
+    finished, state = training_state(checkpoint)
+    if finished:
+        LOGGER.info("%s is the checkpoint of %s", checkpoint, state)
     else:
-        LOGGER.info("%s holds %s of a finished training of %s steps", checkpoint, holds, record.get("steps_done"))
+        LOGGER.warning("%s is the checkpoint of %s, and --test_only scores that ranker", checkpoint, state)
