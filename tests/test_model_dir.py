@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 
 import pytest
 from conftest import require_ultra
@@ -66,6 +67,18 @@ def test_a_checkpoint_without_identity_is_refused_as_of_unknown_origin(trained_d
     os.remove(checkpoint_path(str(model_dir), SETTINGS["learning_algorithm"]) + ".identity.json")
     with pytest.raises(ModelDirError, match="of unknown origin"):
         check_model_dir(args_for(model_dir, data_dir), dict(SETTINGS), 5)
+
+
+def test_an_identity_file_of_invalid_json_is_reported_as_unreadable_not_missing(trained_dir, caplog):
+    model_dir, data_dir = trained_dir
+    identity = checkpoint_path(str(model_dir), SETTINGS["learning_algorithm"]) + ".identity.json"
+    with open(identity, "w") as handle:
+        handle.write('{"settings": \n')
+    unreadable = r"its identity file %s is unreadable \(JSONDecodeError: Expecting value: line 2 column 1" % identity
+    with pytest.raises(ModelDirError, match="of unknown origin \\(" + unreadable):
+        check_model_dir(args_for(model_dir, data_dir), dict(SETTINGS), 5)
+    check_model_dir(args_for(model_dir, data_dir, test_only=True), dict(SETTINGS), 5)
+    assert re.search(unreadable + ".*so which settings trained it cannot be checked", caplog.text)
 
 
 def test_test_only_needs_the_checkpoint_of_the_same_ranking_model(trained_dir, tmp_path):
