@@ -83,8 +83,8 @@ def test_two_trainings_a_killed_one_and_its_checkpoint(ultra_main, synthetic_dat
     assert step % 2 == 0 and not progress_record(model_dir)["finished"]
 
     test = run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--test_only", "True"), cwd=cwd)
-    assert ("ultra_multr.DLA.ckpt is the checkpoint of an UNFINISHED training (killed or failed before the end of its "
-            "--max_train_iteration 100000); it holds the ranker of step %d, and --test_only scores that ranker" % step
+    assert ("ultra_multr.DLA.ckpt is the checkpoint of an UNFINISHED training (still running, or killed or failed "
+            "before the end of its --max_train_iteration 100000); it holds the ranker of step %d, and --test_only scores that ranker" % step
             ) in test.stderr
 
     # The killed training's lock does not block forever; the restart is then refused for the checkpoint it left.

@@ -35,6 +35,15 @@ its ranklist: ``tensor(-1.31)`` for torch scores      numpy scores
 the reader drops feature indices > feature_size,      :mod:`ultra_multr.data.checks` (from our
 reads nan/inf, says only "No valid query has been     algorithms, data preparation, and
 found."; main.py's settings JSON errors name no file  :mod:`.startup`'s exception hook)
+two ``main.py`` trainings into one ``--model_dir``    :func:`.model_dir.lock_for_training`
+both run and exit 0                                   (``<model_dir>/train.lock``)
+``main.py --test_only`` scores the checkpoint of a    :mod:`.progress` (``*.ckpt.progress.json``)
+killed training; its ``torch.load`` of a truncated    and :func:`.model_dir.check_checkpoint_loads`
+or empty checkpoint names no file
+``--output_dir out`` writes ``outtest.ranklist``      :func:`.runtime.mend_output_dir`
+(``output_dir + "test.ranklist"``)
+``main.py``'s ``torch.save`` on a full disk says      :mod:`.startup`'s exception hook
+"unexpected pos" / "basic_ios::clear", no file
 ====================================================  =========================================
 
 :mod:`.startup` uses the standard library only; :mod:`.runtime` needs torch

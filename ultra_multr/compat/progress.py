@@ -115,7 +115,8 @@ def training_state(checkpoint: str) -> Tuple[Optional[bool], str]:
     if finished:
         return True, "a finished training of %s steps; it holds %s" % (record.get("steps_done"), holds)
     return False, (
-        "an UNFINISHED training (killed or failed before the end of its --max_train_iteration %s); it holds %s"
+        "an UNFINISHED training (still running, or killed or failed before the end of its --max_train_iteration "
+        "%s); it holds %s"
         % (record.get("max_train_iteration"), holds)
     )
 
