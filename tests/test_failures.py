@@ -4,6 +4,7 @@ See docs/failures.md for the list: the fault, what users saw before, what they s
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -13,10 +14,13 @@ import sys
 import time
 
 import pytest
+import torch
 
 from conftest import REPO_ROOT, require_ultra, run_ultra_main
 
 require_ultra()
+
+from ultra_multr.compat.runtime import create_ranking_model  # noqa: E402
 
 CASCADE = os.path.join(REPO_ROOT, "settings", "click_models", "cascade_eps0.1_ymax4.json")
 
@@ -64,6 +68,26 @@ def progress_record(model_dir):
         return {}
 
 
+def sha256(path):
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+def kill_at_a_recorded_checkpoint(process, model_dir):
+    """SIGKILL main.py at a moment when its checkpoint is complete and recorded (never in the middle of a save)."""
+    checkpoint = os.path.join(model_dir, "ultra_multr.DLA.ckpt")
+    for _ in range(500):
+        process.send_signal(signal.SIGSTOP)
+        record = progress_record(model_dir)
+        if record.get("checkpoint_sha256") == sha256(checkpoint):
+            process.kill()
+            process.wait()
+            return record
+        process.send_signal(signal.SIGCONT)
+        time.sleep(0.01)
+    raise AssertionError("never found main.py between two checkpoint saves")
+
+
 def test_two_trainings_a_killed_one_and_its_checkpoint(ultra_main, synthetic_data_dir, tmp_path):
     """A second training is refused naming the first; after a SIGKILL the lock is stale and the checkpoint unfinished."""
     settings, model_dir, cwd = write_settings(tmp_path), str(tmp_path / "model"), str(tmp_path)
@@ -76,11 +100,12 @@ def test_two_trainings_a_killed_one_and_its_checkpoint(ultra_main, synthetic_dat
         assert second.returncode != 0
         assert ("DirLockError: %s is in use by another main.py training: pid %d on host %s since "
                 % (model_dir, first.pid, socket.gethostname())) in second.stderr
+        record = kill_at_a_recorded_checkpoint(first, model_dir)
     finally:
-        first.send_signal(signal.SIGKILL)
+        first.kill()
         first.wait()
-    step = progress_record(model_dir)["checkpoint_step"]  # the last checkpoint main.py saved before the kill
-    assert step % 2 == 0 and not progress_record(model_dir)["finished"]
+    step = record["checkpoint_step"]  # the last checkpoint main.py saved before the kill
+    assert step % 2 == 0 and not record["finished"]
 
     test = run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--test_only", "True"), cwd=cwd)
     assert ("ultra_multr.DLA.ckpt is the checkpoint of an UNFINISHED training (still running, or killed or failed "
@@ -116,6 +141,14 @@ def test_finished_training_then_test_only_with_bad_output_dir_and_bad_checkpoint
     checkpoint = os.path.join(model_dir, "ultra_multr.DLA.ckpt")
     with open(checkpoint, "rb") as handle:
         data = handle.read()
+    with open(settings) as handle:  # another ranker saved over this one: the record says so
+        ranker = create_ranking_model(json.load(handle), 20, torch.device("cpu"))
+    torch.save(ranker.state_dict(), checkpoint)
+    replaced = run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--test_only", "True"),
+                              cwd=cwd)
+    assert ("is the checkpoint of a finished training of 4 steps, but it holds a file other than the one recorded at "
+            "step %d (a ranker saved later, or a file replaced since), and --test_only scores that ranker"
+            % record["checkpoint_step"]) in replaced.stderr
     for content, cause in ((data[: len(data) // 2], "truncated or not a checkpoint (%d bytes)" % (len(data) // 2)),
                            (b"", "an empty file (0 bytes)")):
         with open(checkpoint, "wb") as handle:

@@ -6,12 +6,16 @@ training dies: ``--test_only`` then scores the checkpoint of an interrupted
 training and exits 0.  Our algorithms record beside the checkpoint, in
 ``<learning_algorithm>.ckpt.progress.json`` (written atomically):
 
-* ``checkpoint_step``: the step whose ranker the checkpoint holds.  main.py
-  saves the checkpoint after validating at step k and before the next call
-  of the algorithm's ``train``; so at each call the algorithm looks at the
+* ``checkpoint_step``: the step whose ranker the checkpoint holds, and
+  ``checkpoint_sha256``, the file's hash then.  main.py saves the
+  checkpoint after validating at step k and before the next call of the
+  algorithm's ``train``; so at each call the algorithm looks at the
   checkpoint file (one ``os.stat``), and a changed file was saved at the
   step count it has done so far.  The process's exit looks once more (the
-  last save comes right before main.py's loop ends);
+  last save comes right before main.py's loop ends).  A process killed
+  between a save and the next call leaves a checkpoint whose hash is not
+  the recorded one: ``--test_only`` then says it was saved after the
+  recorded step, not which;
 * ``finished``: main.py's training loop only ends by breaking out of it,
   after the step past ``--max_train_iteration`` (or on an infinite loss,
   which our algorithms refuse earlier as ``FloatingPointError``); then
@@ -30,6 +34,7 @@ warning that nothing can be said.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
 import logging
 import os
@@ -50,6 +55,17 @@ def _signature(path: str) -> Optional[Tuple[int, int, int]]:
     return stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
+def _sha256(path: str) -> Optional[str]:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
 class TrainingProgress:
     """Keeps ``<checkpoint>.progress.json`` of one main.py training.
 
@@ -64,6 +80,7 @@ class TrainingProgress:
         self.record: Dict = {
             "finished": False,
             "checkpoint_step": None,
+            "checkpoint_sha256": None,
             "steps_done": None,
             "max_train_iteration": max_train_iteration,
         }
@@ -84,7 +101,7 @@ class TrainingProgress:
         signature = _signature(self.checkpoint)
         if signature != self._seen:
             self._seen = signature
-            self.record.update(checkpoint_step=steps_done)
+            self.record.update(checkpoint_step=steps_done, checkpoint_sha256=_sha256(self.checkpoint))
             self._write()
 
     def finish(self) -> None:
@@ -100,7 +117,7 @@ class TrainingProgress:
 
 
 def training_state(checkpoint: str) -> Tuple[Optional[bool], str]:
-    """(finished: True / False / None when not known, a phrase saying so and which step the checkpoint holds)."""
+    """(True: a finished training's last checkpoint / False: not / None: not known, a phrase saying which)."""
     path = checkpoint + PROGRESS_SUFFIX
     try:
         with open(path) as handle:
@@ -111,18 +128,24 @@ def training_state(checkpoint: str) -> Tuple[Optional[bool], str]:
     except (OSError, ValueError, AttributeError) as error:
         return None, "a training whose end and step are not known (%s is unreadable: %s: %s)" % (
             path, type(error).__name__, error)
-    holds = "the ranker of step %s" % step if step is not None else "the ranker of a step that was not recorded"
-    if finished:
+    if step is None:
+        holds = "the ranker of a step that was not recorded"
+    elif record.get("checkpoint_sha256") != _sha256(checkpoint):
+        holds = "a file other than the one recorded at step %s (a ranker saved later, or a file replaced since)" % step
+    else:
+        holds = "the ranker of step %s" % step
+    if finished and step is not None and holds.startswith("the ranker of step"):
         return True, "a finished training of %s steps; it holds %s" % (record.get("steps_done"), holds)
+    if finished:
+        return False, "a finished training of %s steps, but it holds %s" % (record.get("steps_done"), holds)
     return False, (
         "an UNFINISHED training (still running, or killed or failed before the end of its --max_train_iteration "
-        "%s); it holds %s"
-        % (record.get("max_train_iteration"), holds)
+        "%s); it holds %s" % (record.get("max_train_iteration"), holds)
     )
 
 
 def report_progress(checkpoint: str) -> None:
-    """Under ``--test_only``: warn if ``checkpoint`` is not that of a finished training; say which step it holds."""
+    """Under ``--test_only``: warn unless ``checkpoint`` is a finished training's last; say which step it holds."""
     finished, state = training_state(checkpoint)
     if finished:
         LOGGER.info("%s is the checkpoint of %s", checkpoint, state)
