@@ -31,7 +31,7 @@ def args_for(model_dir, data_dir, test_only=False):
     """main.py's parsed arguments, as far as the checks read them."""
     return argparse.Namespace(
         model_dir=str(model_dir), data_dir=data_dir, train_data_prefix="train", valid_data_prefix="valid",
-        click_model_dir=None, batch_size=16, max_list_cutoff=0, test_only=test_only,
+        click_model_dir=None, batch_size=16, max_list_cutoff=0, test_only=test_only, max_train_iteration=10,
     )
 
 

@@ -227,4 +227,4 @@ def check_model_dir(
             "to evaluate the saved ranker, add --test_only True." % (model_dir, origin, checkpoint)
         )
     atomic_write_text(identity_file, json.dumps(current, indent=1, sort_keys=True) + "\n")
-    return TrainingProgress(checkpoint, getattr(args, "max_train_iteration", 0))
+    return TrainingProgress(checkpoint, args.max_train_iteration)
