@@ -43,19 +43,21 @@ def main_args(settings, model_dir, data_dir, *extra, output_dir=None):
 
 
 def start_main(ultra_main, args, cwd):
-    """main.py in the background (as a second terminal would run it)."""
+    """main.py in the background (as a second terminal would run it); its stderr goes to <cwd>/background.stderr."""
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    return subprocess.Popen([sys.executable, ultra_main] + args, cwd=cwd, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    with open(os.path.join(cwd, "background.stderr"), "w") as stderr:
+        return subprocess.Popen([sys.executable, ultra_main] + args, cwd=cwd, env=env,
+                                stdout=subprocess.DEVNULL, stderr=stderr)
 
 
-def wait_for(condition, process, timeout=60.0):
+def wait_for(condition, process, cwd, timeout=120.0):
     deadline = time.time() + timeout
     while time.time() < deadline:
         if condition():
             return
         if process.poll() is not None:
-            raise AssertionError("main.py ended early (exit %s): %s" % (process.returncode, process.stderr.read()[-3000:]))
+            with open(os.path.join(cwd, "background.stderr")) as handle:
+                raise AssertionError("main.py ended early (exit %s): %s" % (process.returncode, handle.read()[-3000:]))
         time.sleep(0.05)
     raise AssertionError("timed out")
 
@@ -94,7 +96,7 @@ def test_two_trainings_a_killed_one_and_its_checkpoint(ultra_main, synthetic_dat
     first = start_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--max_train_iteration", "100000",
                                              "--steps_per_checkpoint", "2"), cwd)
     try:
-        wait_for(lambda: progress_record(model_dir).get("checkpoint_step") is not None, first)
+        wait_for(lambda: progress_record(model_dir).get("checkpoint_step") is not None, first, cwd)
         second = run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--max_train_iteration",
                                                       "2"), cwd=cwd, check=False)
         assert second.returncode != 0
