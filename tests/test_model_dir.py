@@ -81,6 +81,16 @@ def test_an_identity_file_of_invalid_json_is_reported_as_unreadable_not_missing(
     assert re.search(unreadable + ".*so which settings trained it cannot be checked", caplog.text)
 
 
+def test_test_only_refuses_an_empty_checkpoint_by_name(trained_dir):
+    """main.py's own torch.load would raise a bare EOFError (a truncated one: tests/test_failures.py)."""
+    model_dir, data_dir = trained_dir
+    checkpoint = checkpoint_path(str(model_dir), SETTINGS["learning_algorithm"])
+    open(checkpoint, "w").close()
+    with pytest.raises(ModelDirError, match=r"the ranker checkpoint %s cannot be loaded: an empty file \(0 bytes\); "
+                       r"torch.load said EOFError" % re.escape(checkpoint)):
+        check_model_dir(args_for(model_dir, data_dir, test_only=True), dict(SETTINGS), 5)
+
+
 def test_test_only_needs_the_checkpoint_of_the_same_ranking_model(trained_dir, tmp_path):
     model_dir, data_dir = trained_dir
     check_model_dir(args_for(model_dir, data_dir, test_only=True), dict(SETTINGS), 5)  # other test data is fine
