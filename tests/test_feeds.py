@@ -1,5 +1,7 @@
 """The click-simulation feeds: padding, seeding, the click log, ULTRA's feed format."""
+import copy
 import json
+import logging
 import types
 
 import numpy as np
@@ -14,7 +16,7 @@ from ultra_multr import ultra_click_models  # noqa: E402
 from ultra_multr.compat.runtime import batch_from_input_feed  # noqa: E402
 from ultra_multr.config import HParamError  # noqa: E402
 from ultra_multr.data.synthetic import write_synthetic_ultra_dataset  # noqa: E402
-from ultra_multr.feeds import ClickLogFeed, ClickSimulationFeed  # noqa: E402
+from ultra_multr.feeds import DONE_ATTRIBUTE, ClickLogFeed, ClickSimulationFeed, query_subset  # noqa: E402
 
 N = 10  # shown positions; the data's lists have 3..14 documents
 
@@ -171,12 +173,56 @@ def test_click_log_draws_only_logged_sessions(data_set):
 def test_click_log_depends_on_the_seed_only(data_set):
     hparams = "click_model_json=%s,seed=9,sessions_per_query=4" % cascade_json()
     first, second = ClickLogFeed(algorithm_stub(), 8, hparams), ClickLogFeed(algorithm_stub(), 8, hparams)
+    other = copy.copy(data_set)  # the same data in another object: the log is sampled again, not shared
+    other.__dict__.pop(DONE_ATTRIBUTE, None)
     for _ in range(3):  # draws made before the log exists must not change it
-        second.get_next_batch(0, data_set)
+        second.get_next_batch(0, other)
     second.generator.manual_seed(123)
-    assert np.array_equal(
-        first.click_log(first.arrays_for(data_set)), second.click_log(second.arrays_for(data_set))
-    )
+    first_log, second_log = first.click_log(first.arrays_for(data_set)), second.click_log(second.arrays_for(other))
+    assert first_log is not second_log and np.array_equal(first_log, second_log)
+
+
+def fresh_data_set(tmp_path, max_label, queries=40):
+    directory = write_synthetic_ultra_dataset(str(tmp_path), {"train": queries}, max_label=max_label, seed=3)
+    data = ultra.utils.read_data(directory, "train", None)
+    data.pad(data.rank_list_size)
+    return data
+
+
+def test_feeds_of_one_process_sample_one_click_log_once(tmp_path, caplog):
+    """main.py's feed, MULTR's simulator feeds and the pilot's each used to sample (and announce) the same log."""
+    data = fresh_data_set(tmp_path, 4)
+    hparams = "click_model_json=%s,seed=1,sessions_per_query=1" % cascade_json(4)
+    feeds = [ClickLogFeed(algorithm_stub(), 8, hparams) for _ in range(3)]
+    view = query_subset(data, [3, 1])
+    with caplog.at_level(logging.INFO, logger="ultra_multr"):
+        logs = [feed.click_log(feed.arrays_for(data)) for feed in feeds]
+        feeds[0].get_next_batch(0, view)
+    announced = [r.getMessage() for r in caplog.records if "sampled a click log" in r.getMessage()]
+    assert announced == ["sampled a click log of 1 sessions for each of the 40 queries of data set %s" % (
+        data.data_path + data.file_prefix)]
+    assert logs[1] is logs[0] and logs[2] is logs[0]
+    assert np.array_equal(feeds[0].click_log(feeds[0].arrays_for(view)), logs[0][[3, 1]])
+
+
+def test_the_label_range_is_checked_on_the_whole_split_once_and_says_so(tmp_path, caplog):
+    data = fresh_data_set(tmp_path / "full", 4)
+    top = [max(g for d, g in zip(docs[:N], grades[:N]) if d >= 0) for docs, grades in zip(data.initial_list, data.labels)]
+    short = [q for q, t in enumerate(top) if t < 4]
+    assert short and max(top) == 4
+    feed = ClickSimulationFeed(algorithm_stub(), 8, "click_model_json=%s" % cascade_json(4))
+    with caplog.at_level(logging.WARNING, logger="ultra_multr"):
+        feed.get_next_batch(0, query_subset(data, short))  # a view whose lists stop short of label 4
+    assert "labels reach only" not in caplog.text  # the split's labels reach 4: nothing to say
+
+    low = fresh_data_set(tmp_path / "low", 2, queries=12)
+    with caplog.at_level(logging.WARNING, logger="ultra_multr"):
+        for _ in range(2):  # two feeds, one warning
+            ClickSimulationFeed(algorithm_stub(), 8, "click_model_json=%s" % cascade_json(4)).get_batch(low)
+    warned = [r.getMessage() for r in caplog.records if "labels reach only" in r.getMessage()]
+    assert len(warned) == 1
+    assert warned[0].startswith("data set %s (the top %d positions of all its 12 queries) with click_model_json=%s: "
+                                "labels reach only 2" % (low.data_path + low.file_prefix, N, cascade_json(4)))
 
 
 def test_unlimited_click_log_is_the_fresh_click_feed(data_set):
@@ -191,7 +237,8 @@ def test_labels_above_the_click_model_range_are_refused(tmp_path):
     directory = write_synthetic_ultra_dataset(str(tmp_path), {"train": 5}, max_label=4)
     data = ultra.utils.read_data(directory, "train", None)
     feed = ClickSimulationFeed(algorithm_stub(), 4, "click_model_json=%s" % cascade_json(2))
-    with pytest.raises(cm.LabelRangeError, match="train with click_model_json=.*ymax2.json: labels reach [34] .* 0..2"):
+    with pytest.raises(cm.LabelRangeError, match=r"train \(the top 10 positions of all its 5 queries\) with click_model_json=.*ymax2.json: "
+                       r"labels reach [34] .* 0..2"):
         feed.get_batch(data)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 
 import pytest
 from conftest import require_ultra
@@ -30,7 +31,7 @@ def args_for(model_dir, data_dir, test_only=False):
     """main.py's parsed arguments, as far as the checks read them."""
     return argparse.Namespace(
         model_dir=str(model_dir), data_dir=data_dir, train_data_prefix="train", valid_data_prefix="valid",
-        click_model_dir=None, batch_size=16, max_list_cutoff=0, test_only=test_only,
+        click_model_dir=None, batch_size=16, max_list_cutoff=0, test_only=test_only, max_train_iteration=10,
     )
 
 
@@ -66,6 +67,28 @@ def test_a_checkpoint_without_identity_is_refused_as_of_unknown_origin(trained_d
     os.remove(checkpoint_path(str(model_dir), SETTINGS["learning_algorithm"]) + ".identity.json")
     with pytest.raises(ModelDirError, match="of unknown origin"):
         check_model_dir(args_for(model_dir, data_dir), dict(SETTINGS), 5)
+
+
+def test_an_identity_file_of_invalid_json_is_reported_as_unreadable_not_missing(trained_dir, caplog):
+    model_dir, data_dir = trained_dir
+    identity = checkpoint_path(str(model_dir), SETTINGS["learning_algorithm"]) + ".identity.json"
+    with open(identity, "w") as handle:
+        handle.write('{"settings": \n')
+    unreadable = r"its identity file %s is unreadable \(JSONDecodeError: Expecting value: line 2 column 1" % identity
+    with pytest.raises(ModelDirError, match="of unknown origin \\(" + unreadable):
+        check_model_dir(args_for(model_dir, data_dir), dict(SETTINGS), 5)
+    check_model_dir(args_for(model_dir, data_dir, test_only=True), dict(SETTINGS), 5)
+    assert re.search(unreadable + ".*so which settings trained it cannot be checked", caplog.text)
+
+
+def test_test_only_refuses_an_empty_checkpoint_by_name(trained_dir):
+    """main.py's own torch.load would raise a bare EOFError (a truncated one: tests/test_failures.py)."""
+    model_dir, data_dir = trained_dir
+    checkpoint = checkpoint_path(str(model_dir), SETTINGS["learning_algorithm"])
+    open(checkpoint, "w").close()
+    with pytest.raises(ModelDirError, match=r"the ranker checkpoint %s cannot be loaded: an empty file \(0 bytes\); "
+                       r"torch.load said EOFError" % re.escape(checkpoint)):
+        check_model_dir(args_for(model_dir, data_dir, test_only=True), dict(SETTINGS), 5)
 
 
 def test_test_only_needs_the_checkpoint_of_the_same_ranking_model(trained_dir, tmp_path):

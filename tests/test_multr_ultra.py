@@ -81,7 +81,8 @@ def test_main_py_trains_then_evaluates_multr(ultra_main, synthetic_data_dir, tmp
     test = run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--test_only", "True"), cwd=str(tmp_path))
     assert "Reading model parameters from" in test.stdout
     assert "ndcg_10:" in test.stdout
-    with open(model_dir + "/outtest.ranklist") as handle:  # main.py appends "test.ranklist" to --output_dir as is
+    assert "--output_dir '%s/out' has no trailing '/'" % model_dir in test.stderr
+    with open(model_dir + "/out/test.ranklist") as handle:  # the '/' main.py's string concatenation needs is added
         scores = [float(line.split()[4]) for line in handle]  # numbers, not "tensor(...)"
     assert len(scores) > 12
 

@@ -19,7 +19,11 @@ feed dictionary and hyper-parameters, plus ``seed``.  Differences:
 samples a fixed log of K sessions per query once (from the seed alone, so
 every method trained with the same seed sees the same log) and draws each
 list's clicks uniformly from its query's logged sessions; K = 0 means fresh
-clicks every time.
+clicks every time.  The feeds of one process (main.py's, MULTR's simulator
+feeds, the rerank_weight pilot's) share one log per data set, click-model
+file, seed, K and list size: it is sampled and announced once.  The label
+range is checked once per data set and click-model file, on the whole split
+(the top ``rank_list_size`` positions of every query), never on a view.
 
 :func:`query_subset` gives a view of a data set with some of its queries
 and, for a :class:`ClickLogFeed`, some of their logged sessions
@@ -38,7 +42,7 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Hashable, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -166,6 +170,17 @@ def query_arrays(data_set: Any, n_positions: int) -> QueryArrays:
     )
 
 
+def max_shown_label(data_set: Any, n_positions: int) -> Optional[float]:
+    """The largest label in the first ``n_positions`` real slots of any list (None: no real slot)."""
+    shown = [
+        grade
+        for docs, grades in zip(data_set.initial_list, data_set.labels)
+        for doc, grade in zip(docs[:n_positions], grades[:n_positions])
+        if doc >= 0
+    ]
+    return float(max(shown)) if shown else None
+
+
 def query_subset(data_set: Any, queries: Sequence[int], sessions: Optional[np.ndarray] = None) -> Raw_data:
     """A view of a ULTRA Raw_data with only the given queries, in that order.
 
@@ -194,6 +209,7 @@ def query_subset(data_set: Any, queries: Sequence[int], sessions: Optional[np.nd
         )
     view = Raw_data()
     view.__dict__.update(data_set.__dict__)
+    view.__dict__.pop(DONE_ATTRIBUTE, None)  # a view's work is its own
     for name in PER_QUERY_ATTRIBUTES:
         values = getattr(data_set, name, None)
         if values is not None and len(values) == n_queries:
@@ -251,9 +267,36 @@ def click_model_fingerprint(feed: Any) -> str:
 
 
 def _describe_data_set(data_set: Any) -> str:
+    """"data set <path><prefix>" or, for a :func:`query_subset` view, "Q' of the Q queries of data set ..."."""
+    source = getattr(data_set, "subset_of", None)
+    if source is not None:
+        return "%d of the %d queries of %s" % (
+            len(data_set.initial_list), len(source.initial_list), _describe_data_set(source))
     path = getattr(data_set, "data_path", None)
     prefix = getattr(data_set, "file_prefix", None)
     return "data set %s%s" % (path, prefix) if path else "data set"
+
+
+def _root(data_set: Any) -> Any:
+    """The data set a :func:`query_subset` view (of a view ...) was taken from; itself if none."""
+    while getattr(data_set, "subset_of", None) is not None:
+        data_set = data_set.subset_of
+    return data_set
+
+
+#: The attribute of a data set holding what any feed of this process has done
+#: with it: main.py's training feed, MULTR's simulator feeds and the
+#: rerank_weight pilot each build their own feed, so that work (and its log
+#: line) would repeat.  :func:`query_subset` views start without it.
+DONE_ATTRIBUTE = "_ultra_multr_feed_work"
+
+
+def once_per_data_set(data_set: Any, key: Hashable, make: Callable[[], Any]) -> Any:
+    """``make()`` the first time (``data_set``, ``key``) is asked for, the same result after."""
+    done = data_set.__dict__.setdefault(DONE_ATTRIBUTE, {})
+    if key not in done:
+        done[key] = make()
+    return done[key]
 
 
 class ClickSimulationFeed(BaseInputFeed):
@@ -289,13 +332,33 @@ class ClickSimulationFeed(BaseInputFeed):
         arrays = self._arrays.get(id(data_set))
         if arrays is None or arrays.data_set is not data_set or arrays.n_queries != len(data_set.initial_list):
             arrays = query_arrays(data_set, self.rank_list_size)
-            if self.click_model is not None and arrays.mask.any():
-                self.click_model.check_max_label(
-                    float(arrays.labels[arrays.mask].max()),
-                    "%s with click_model_json=%s" % (_describe_data_set(data_set), self.hparams.click_model_json),
-                )
             self._arrays[id(data_set)] = arrays
+            self._check_label_range(data_set)
         return arrays
+
+    def _check_label_range(self, data_set: Any) -> None:
+        """The click model's label range against the labels in the top ``rank_list_size`` positions of every query.
+
+        A :func:`query_subset` view's labels are some of its source's: the
+        source is checked (once per process and click-model file), never a view,
+        whose labels may stop short of the data's top grade.
+        """
+        if self.click_model is None:
+            return
+        root = _root(data_set)
+
+        def check() -> bool:
+            top = max_shown_label(root, self.rank_list_size)
+            if top is not None:
+                self.click_model.check_max_label(
+                    top,
+                    "%s (the top %d positions of all its %d queries) with click_model_json=%s"
+                    % (_describe_data_set(root), self.rank_list_size, len(root.initial_list),
+                       self.hparams.click_model_json),
+                )
+            return True
+
+        once_per_data_set(root, ("label range", self.hparams.click_model_json, self.rank_list_size), check)
 
     # -- clicks -----------------------------------------------------------
     def sample_sessions(
@@ -429,14 +492,22 @@ class ClickLogFeed(ClickSimulationFeed):
             arrays.click_log = self.click_log(self.arrays_for(source))[arrays.data_set.subset_queries]
         if arrays.click_log is None:
             k = self.hparams.sessions_per_query
-            generator = torch.Generator().manual_seed(self.log_seed)
-            rows = np.repeat(np.arange(arrays.n_queries), k)
-            sessions = [
-                self.sample_sessions(arrays, rows[start : start + LOG_CHUNK_ROWS], generator)
-                for start in range(0, len(rows), LOG_CHUNK_ROWS)
-            ]
-            arrays.click_log = np.concatenate(sessions).reshape(arrays.n_queries, k, -1) > 0
-            logger.info("sampled a click log of %d sessions for each of %d queries", k, arrays.n_queries)
+
+            def sample() -> np.ndarray:
+                generator = torch.Generator().manual_seed(self.log_seed)
+                rows = np.repeat(np.arange(arrays.n_queries), k)
+                sessions = [
+                    self.sample_sessions(arrays, rows[start : start + LOG_CHUNK_ROWS], generator)
+                    for start in range(0, len(rows), LOG_CHUNK_ROWS)
+                ]
+                logger.info("sampled a click log of %d sessions for each of the %d queries of %s",
+                            k, arrays.n_queries, _describe_data_set(arrays.data_set))
+                return np.concatenate(sessions).reshape(arrays.n_queries, k, -1) > 0
+
+            # The log is a function of the data, the click model file, the seed, K and the positions:
+            # every feed of this process with the same ones shares it (sampled and logged once).
+            key = ("click log", self.hparams.click_model_json, self.log_seed, k, self.rank_list_size)
+            arrays.click_log = once_per_data_set(arrays.data_set, key, sample)
         return arrays.click_log
 
     def clicks_for(self, arrays, query_idx):

@@ -143,6 +143,7 @@ class PluginAlgorithm(BaseAlgorithm):
     def __init__(self, data_set, exp_settings: dict) -> None:  # noqa: D401 - ULTRA's signature
         ensure_console_logging()
         runtime.check_main_flags()
+        runtime.mend_output_dir()
         args = runtime.main_args()
         if args is not None:  # the files main.py reads: ULTRA's reader has hidden some problems by now
             checks.check_data_dir(args.data_dir, checks.splits_main_py_reads(args))
@@ -159,8 +160,7 @@ class PluginAlgorithm(BaseAlgorithm):
         self.max_candidate_num = int(exp_settings["max_candidate_num"])
         self.rank_list_size = int(exp_settings.get("selection_bias_cutoff", self.max_candidate_num))
         self.feature_size = int(data_set.feature_size)
-        if args is not None:
-            check_model_dir(args, exp_settings, self.feature_size)
+        self._progress = check_model_dir(args, exp_settings, self.feature_size) if args is not None else None
         self.letor_features_name = "letor_features"
         self.docid_inputs_name = ["docid_input{0}".format(i) for i in range(self.max_candidate_num)]
         self.labels_name = ["label{0}".format(i) for i in range(self.max_candidate_num)]
@@ -202,6 +202,8 @@ class PluginAlgorithm(BaseAlgorithm):
     # -- ULTRA's contract ------------------------------------------------
     def train(self, input_feed: Dict[str, np.ndarray]):
         """One update. Returns (loss, None, summary) as ULTRA's main.py expects."""
+        if self._progress is not None:  # which step main.py's checkpoint holds
+            self._progress.step(self.global_step)
         if self._optimizers is None:
             self._check_list_size()
             open_training_writer()

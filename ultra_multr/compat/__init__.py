@@ -38,6 +38,15 @@ feature_size: 0 lands in the last slot), reads        :mod:`.startup`'s exceptio
 nan/inf, crashes on libsvm comments, says only "No    ULTRA's and the libsvm layout; index 0
 valid query has been found."; main.py's settings      alone is accepted with a warning
 JSON errors name no file
+two ``main.py`` trainings into one ``--model_dir``    :func:`.model_dir.lock_for_training`
+both run and exit 0                                   (``<model_dir>/train.lock``)
+``main.py --test_only`` scores the checkpoint of a    :mod:`.progress` (``*.ckpt.progress.json``)
+killed training; its ``torch.load`` of a truncated    and :func:`.model_dir.check_checkpoint_loads`
+or empty checkpoint names no file
+``--output_dir out`` writes ``outtest.ranklist``      :func:`.runtime.mend_output_dir`
+(``output_dir + "test.ranklist"``)
+``main.py``'s ``torch.save`` on a full disk says      :mod:`.startup`'s exception hook
+"unexpected pos" / "basic_ios::clear", no file
 ====================================================  =========================================
 
 :mod:`.startup` uses the standard library only; :mod:`.runtime` needs torch

@@ -21,21 +21,41 @@ fingerprint of the training data and the settings, so that the refusal can say
 whether the checkpoint came from other data or settings, and ``--test_only``
 can refuse a checkpoint of another ranking model.  Outside main.py (tests,
 notebooks) nothing is checked.
+
+Two more silent failures of main.py are answered here:
+
+* two trainings into one model dir would both run and exit 0, leaving one
+  run's checkpoint beside the other run's identity file: training takes
+  ``<model_dir>/train.lock`` (:mod:`ultra_multr.dirlock`, the runner's lock)
+  for as long as the process lives; a second training is refused naming the
+  holder's pid, host and start time, and the lock of a killed training (dead
+  pid on this host) is taken over with a warning;
+* ``--test_only`` on an empty, truncated or foreign checkpoint fails inside
+  main.py's ``torch.load`` with an error that names no file (a bare
+  ``EOFError``, ``OSError: [Errno 22]``, a zip-archive error): the
+  checkpoint is loaded once here first and such a file is refused by name.
+  Whether the checkpoint is that of a finished training is said by
+  :mod:`.progress`.
 """
 from __future__ import annotations
 
 import argparse
+import atexit
 import hashlib
 import json
 import logging
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from ..data import checks
 from ..data.ultra_format import atomic_write_text
+from ..dirlock import DirLock
+from .progress import TrainingProgress, report_progress, training_state
 
 LOGGER = logging.getLogger("ultra_multr")
 IDENTITY_SUFFIX = ".identity.json"
+#: Held by a main.py training for as long as its process lives.
+TRAIN_LOCK_FILE = "train.lock"
 #: Settings that define the ranker's shape; --test_only must match them.
 MODEL_KEYS = ("ranking_model", "ranking_model_hparams", "feature_size")
 
@@ -98,30 +118,77 @@ def _differences(saved: Dict, current: Dict) -> List[str]:
     return names
 
 
-def _read_identity(path: str) -> Optional[Dict]:
+def _read_identity(path: str) -> Tuple[Optional[Dict], str]:
+    """(the identity, "") or (None, why there is none: missing, or unreadable and why)."""
+    if not os.path.exists(path):
+        return None, "no %s beside it" % os.path.basename(path)
     try:
         with open(path) as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return None
+            identity = json.load(handle)
+    except (OSError, ValueError) as error:
+        return None, "its identity file %s is unreadable (%s: %s)" % (path, type(error).__name__, error)
+    if not isinstance(identity, dict):
+        return None, "its identity file %s is unreadable (a JSON %s, not an object)" % (path, type(identity).__name__)
+    return identity, ""
 
 
-def check_model_dir(args: argparse.Namespace, exp_settings: dict, feature_size: int) -> None:
-    """Refuse a model dir main.py would misuse; in training, record the run's identity.
+def check_checkpoint_loads(checkpoint: str) -> None:
+    """Load the ranker checkpoint as main.py will; refuse it by name if that fails.
+
+    Raises:
+        ModelDirError: an empty, truncated or unreadable file, or no checkpoint at all.
+    """
+    import torch  # main.py has imported it already
+
+    try:
+        torch.load(checkpoint, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch.load raises EOFError, OSError, RuntimeError, KeyError, ... on bad files
+        size = os.path.getsize(checkpoint) if os.path.isfile(checkpoint) else None
+        cause = "an empty file (0 bytes)" if size == 0 else "truncated or not a checkpoint (%s bytes)" % size
+        raise ModelDirError(
+            "--test_only: the ranker checkpoint %s cannot be loaded: %s; torch.load said %s: %s. Train into this "
+            "--model_dir again (a training killed while saving, or a full disk, leaves such a file)."
+            % (checkpoint, cause, type(error).__name__, str(error).splitlines()[0] if str(error) else "(no message)")
+        ) from error
+
+
+def lock_for_training(model_dir: str) -> DirLock:
+    """Take ``<model_dir>/train.lock`` until this process exits.
+
+    Raises:
+        DirLockError: another training holds it (the message names its pid, host and start time).
+    """
+    lock = DirLock(os.path.join(model_dir, TRAIN_LOCK_FILE), "main.py training").acquire()
+    atexit.register(lock.release)
+    return lock
+
+
+def check_model_dir(
+    args: argparse.Namespace, exp_settings: dict, feature_size: int
+) -> Optional[TrainingProgress]:
+    """Refuse a model dir main.py would misuse; in training, lock it and record the run's identity.
 
     Args:
         args: main.py's parsed arguments (:func:`ultra_multr.compat.runtime.main_args`).
         exp_settings: the settings dict main.py hands to the algorithm.
         feature_size: the data's number of features.
 
+    Returns:
+        In training, the :class:`TrainingProgress` the algorithm must tell
+        its steps (None with ``--test_only``).
+
     Raises:
-        ModelDirError: ``--test_only`` without a ranker checkpoint or with one
-            of another ranking model; training on a dir holding a checkpoint.
+        ModelDirError: ``--test_only`` without a loadable ranker checkpoint
+            or with one of another ranking model; training on a dir holding a
+            checkpoint.
+        DirLockError: another training holds the model dir.
     """
     model_dir = args.model_dir
     checkpoint = checkpoint_path(model_dir, exp_settings["learning_algorithm"])
     identity_file = checkpoint + IDENTITY_SUFFIX
-    saved = _read_identity(identity_file)
+    if not args.test_only:
+        lock_for_training(model_dir)
+    saved, no_identity = _read_identity(identity_file)
     if args.test_only:
         if not os.path.isfile(checkpoint):
             raise ModelDirError(
@@ -129,9 +196,11 @@ def check_model_dir(args: argparse.Namespace, exp_settings: dict, feature_size: 
                 "initialised ranker. Train into this dir first, or pass the --model_dir of a finished training."
                 % (model_dir, os.path.basename(checkpoint))
             )
+        check_checkpoint_loads(checkpoint)
+        report_progress(checkpoint)
         if saved is None:
-            LOGGER.warning("%s has no %s: cannot check which settings trained it", checkpoint, identity_file)
-            return
+            LOGGER.warning("%s: %s, so which settings trained it cannot be checked", checkpoint, no_identity)
+            return None
         current = dict(exp_settings, feature_size=feature_size)
         old = dict(saved.get("settings") or {}, feature_size=saved.get("feature_size"))
         differ = [k for k in MODEL_KEYS if old.get(k) != current.get(k)]
@@ -144,20 +213,19 @@ def check_model_dir(args: argparse.Namespace, exp_settings: dict, feature_size: 
                     ", ".join("%s=%r" % (k, current.get(k)) for k in differ),
                 )
             )
-        return
+        return None
     current = json.loads(json.dumps(run_identity(args, exp_settings, feature_size)))  # as it reads back
     if os.path.isfile(checkpoint):
         if saved is None:
-            origin = "a ranker checkpoint %s of unknown origin (no %s beside it)" % (
-                checkpoint, os.path.basename(identity_file))
+            origin = "a ranker checkpoint %s of unknown origin (%s)" % (checkpoint, no_identity)
         else:
             differ = _differences(saved, current)
             origin = (
                 "the ranker checkpoint %s of a training on other data or settings (differ: %s)"
                 % (checkpoint, ", ".join(differ))
                 if differ
-                else "the ranker checkpoint %s of an earlier (interrupted or finished) training with the same data "
-                "and settings" % checkpoint
+                else "the ranker checkpoint %s of an earlier training with the same data and settings: %s"
+                % (checkpoint, training_state(checkpoint)[1])
             )
         raise ModelDirError(
             "--model_dir %s already holds %s. main.py would load only the ranker's weights and restart the step "
@@ -166,3 +234,4 @@ def check_model_dir(args: argparse.Namespace, exp_settings: dict, feature_size: 
             "to evaluate the saved ranker, add --test_only True." % (model_dir, origin, checkpoint)
         )
     atomic_write_text(identity_file, json.dumps(current, indent=1, sort_keys=True) + "\n")
+    return TrainingProgress(checkpoint, args.max_train_iteration)

@@ -6,6 +6,7 @@ handles.  Nothing else in ultra_multr touches ULTRA's internals.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ import numpy as np
 import torch
 
 import ultra
+
+LOGGER = logging.getLogger("ultra_multr")
 
 #: What our algorithms return as the train summary.  main.py at 1757587 calls
 #: ``train_writer.add_scalars("Training at step %s" % step, summary)``, which
@@ -56,6 +59,29 @@ def check_main_flags(argv: Sequence[str] = None) -> None:
                 "%r included, switches it ON. Leave the flag out to keep it off."
                 % (name, value, value)
             )
+
+
+def mend_output_dir() -> None:
+    """Add the ``/`` main.py needs at the end of its ``--output_dir``, saying so (outside main.py: nothing).
+
+    main.py --test_only writes ``args.output_dir + "test.ranklist"`` (string
+    concatenation in ``ultra.utils.output_ranklist``): ``--output_dir out``
+    would write ``outtest.ranklist`` beside an empty ``out/``.  main.py reads
+    ``args.output_dir`` only after constructing the algorithm, so mending the
+    parsed arguments here is what it then uses.
+    """
+    args = main_args()
+    if args is not None and args.output_dir and not args.output_dir.endswith(("/", os.sep)):
+        mended = args.output_dir + "/"
+        if args.test_only:
+            prefix = getattr(args, "test_data_prefix", "test")
+            LOGGER.warning(
+                "--output_dir %r has no trailing '/': ULTRA's main.py would write %s beside an empty %s/; "
+                "writing %s instead"
+                % (args.output_dir, args.output_dir + prefix + ".ranklist", args.output_dir,
+                   mended + prefix + ".ranklist")
+            )
+        args.output_dir = mended
 
 
 def resolve_data_path(path: str, what: str) -> str:

@@ -21,7 +21,12 @@ has its parsed ``args``):
   :mod:`ultra_multr.data.checks` on that split, which names the file and line
   or says the split has no query ULTRA keeps ("No valid query has been found.");
 - a ``json.JSONDecodeError`` outside the reader: main.py's
-  ``json.load(open(args.setting_file))``; the hook names the settings file.
+  ``json.load(open(args.setting_file))``; the hook names the settings file;
+- an exception in the ``torch.save`` main.py calls on the ranker checkpoint
+  (on a full disk torch's C++ writer says "basic_ios::clear: iostream
+  error" or "unexpected pos", naming neither file nor cause): the hook names
+  the checkpoint and the free space of its file system ("the disk is full"
+  below 1 MiB).
 
 Only the standard library is imported here: this file runs at every start of
 the interpreter it is installed in, so it must be cheap and must never raise.
@@ -31,11 +36,14 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import os
 import sys
 import types
 from typing import List, Optional, Sequence
 
 PLACEHOLDER_ATTRIBUTE = "__ultra_multr_placeholder__"
+#: Free space below which a failed checkpoint write is reported as a full disk.
+DISK_FULL_BYTES = 1 << 20
 
 
 def _tensorflow_installed() -> bool:
@@ -125,6 +133,13 @@ def explain_main_py_failure(error: BaseException) -> Optional[str]:
         except checks.DataCheckError as found:
             return "data check: %s" % found
         return None
+    for caller, callee in zip(frames, frames[1:]):  # main.py's train(): torch.save(..., checkpoint_path)
+        if (
+            caller.f_code.co_filename == getattr(main, "__file__", None)
+            and "checkpoint_path" in caller.f_locals
+            and callee.f_globals.get("__name__", "").startswith("torch")
+        ):
+            return _explain_failed_save(caller.f_locals["checkpoint_path"], error)
     # main.py's main() calls json.load(open(args.setting_file)) itself: its frame, then json's.
     for caller, callee in zip(frames, frames[1:]):
         if (
@@ -135,6 +150,21 @@ def explain_main_py_failure(error: BaseException) -> Optional[str]:
         ):
             return "the settings file %s is not valid JSON: %s" % (args.setting_file, error)
     return None
+
+
+def _explain_failed_save(path: str, error: BaseException) -> str:
+    """Name the checkpoint main.py failed to write, and the free space of its file system."""
+    try:
+        stat = os.statvfs(os.path.dirname(os.path.abspath(path)))
+        free = stat.f_bavail * stat.f_frsize
+    except OSError:
+        return "main.py could not save the ranker checkpoint %s (%s)" % (path, error)
+    cause = (
+        "the disk is full (No space left on device: %d bytes free on its file system)" % free
+        if free < DISK_FULL_BYTES
+        else "%d bytes are free on its file system; torch.save's message names no cause" % free
+    )
+    return "main.py could not save the ranker checkpoint %s: %s; the file left there is partial" % (path, cause)
 
 
 def _tracebacks(tb) -> List[types.TracebackType]:

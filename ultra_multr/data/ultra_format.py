@@ -11,6 +11,7 @@ into place, so an interrupted run never leaves a half-written file behind.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -39,12 +40,29 @@ class RankedQuery:
     initial_scores: np.ndarray
 
 
+class DiskFullError(OSError):
+    """A file could not be written for lack of space (ENOSPC / EDQUOT); the message names it."""
+
+
+def _free_bytes(directory: str) -> int:
+    stat = os.statvfs(directory)
+    return stat.f_bavail * stat.f_frsize
+
+
 def atomic_write_file(path: str, write: Callable[[str], None]) -> None:
     """Have ``write(temporary_path)`` produce the file, then rename it to ``path``.
 
     The temporary file sits in the same directory (so the rename is atomic)
     and gets the permissions a plain ``open`` would give; on any error it is
     removed and ``path`` is left as it was.
+
+    Raises:
+        DiskFullError: ``write`` failed with ENOSPC or EDQUOT (a bare
+            "[Errno 28] No space left on device" names no file); the message
+            names ``path`` and the free space left.  Writers that do not
+            report errno (torch.save's C++ writer says "basic_ios::clear:
+            iostream error" or "unexpected pos") should write bytes made in
+            memory instead (:func:`atomic_write_bytes`).
     """
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
@@ -55,10 +73,29 @@ def atomic_write_file(path: str, write: Callable[[str], None]) -> None:
         os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp creates files 0600
         write(tmp_path)
         os.replace(tmp_path, path)
-    except BaseException:
+    except BaseException as error:
+        full = isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
+        free = _free_bytes(directory) if full else None  # before the partial file goes
         if os.path.exists(tmp_path):
             os.remove(tmp_path)
+        if full:
+            raise DiskFullError(
+                error.errno,
+                "%s (the disk is full: %d bytes free on its file system when the write failed)"
+                % (os.strerror(error.errno), free),
+                path,
+            ) from error
         raise
+
+
+def atomic_write_bytes(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename (see :func:`atomic_write_file`)."""
+
+    def write(tmp_path: str) -> None:
+        with open(tmp_path, "wb") as handle:
+            handle.write(data)
+
+    atomic_write_file(path, write)
 
 
 def atomic_write_text(path: str, text: str) -> None:

@@ -80,6 +80,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..data.prepare import REPORT_FILE as PREPARE_REPORT
 from ..data.ultra_format import atomic_write_text, ultra_data_dir
+from ..dirlock import DirLock, DirLockError, pid_alive
 from . import methods as registry
 from .evaluate import PER_QUERY_CSV
 from .jsonfile import JsonFileError, read_json
@@ -555,69 +556,13 @@ def _tail(path: str, lines: int = 20) -> str:
 # ----------------------------------------------------------------------------- processes
 
 
-class RunnerLockError(RuntimeError):
-    """Another runner holds the output folder; the message names its pid and host."""
+#: The runner's lock (:mod:`ultra_multr.dirlock`, shared with main.py's model-dir lock).
+RunnerLockError = DirLockError
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
-
-
-class RunnerLock:
-    """``<folder>/runner.lock``: one runner per output folder (a context manager).
-
-    The file (created exclusively) holds ``{"pid", "host", "started"}``.  A
-    lock held by a live pid, or by a pid on another host (which this host
-    cannot check), is refused; a lock of a dead pid on this host is stale and
-    is taken over with a warning.
-    """
-
-    def __init__(self, folder: str) -> None:
-        self.path = os.path.join(folder, LOCK_FILE)
-        self.me = {"pid": os.getpid(), "host": socket.gethostname()}
-
-    def __enter__(self) -> "RunnerLock":
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        for _ in range(2):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                holder = self._holder()
-                if holder.get("host") == self.me["host"] and isinstance(holder.get("pid"), int) \
-                        and not _pid_alive(holder["pid"]):
-                    logger.warning(
-                        "%s: taking over the stale lock of pid %d on %s (no longer running)",
-                        self.path, holder["pid"], holder["host"],
-                    )
-                    os.remove(self.path)
-                    continue
-                raise RunnerLockError(
-                    "%s is in use by another runner: pid %s on host %s since %s (remove %s only if that runner is gone)"
-                    % (os.path.dirname(self.path), holder.get("pid"), holder.get("host"), holder.get("started"), self.path)
-                ) from None
-            with os.fdopen(fd, "w") as handle:
-                json.dump({**self.me, "started": time.strftime("%Y-%m-%d %H:%M:%S")}, handle)
-            return self
-        raise RunnerLockError("%s: could not take the lock (another runner raced for it)" % self.path)
-
-    def _holder(self) -> Dict[str, Any]:
-        try:
-            with open(self.path) as handle:
-                holder = json.load(handle)
-            return holder if isinstance(holder, dict) else {}
-        except (OSError, json.JSONDecodeError):  # being written, or garbage
-            return {}
-
-    def __exit__(self, *exc: Any) -> None:
-        holder = self._holder()
-        if holder.get("pid") == self.me["pid"] and holder.get("host") == self.me["host"]:
-            os.remove(self.path)
+def runner_lock(folder: str) -> DirLock:
+    """``<folder>/runner.lock``: one runner per output folder."""
+    return DirLock(os.path.join(folder, LOCK_FILE), "runner")
 
 
 def _load_prctl() -> Optional[Callable[..., int]]:
@@ -694,7 +639,7 @@ def _kill_leftover_step(run_dir: str) -> None:
     except (OSError, json.JSONDecodeError):
         return
     pgid = step.get("pgid")
-    if step.get("host") != socket.gethostname() or not isinstance(pgid, int) or not _pid_alive(pgid):
+    if step.get("host") != socket.gethostname() or not isinstance(pgid, int) or not pid_alive(pgid):
         return
     try:  # the pid may have been reused: only kill a process working in this run folder
         if os.path.realpath(os.readlink("/proc/%d/cwd" % pgid)) != os.path.realpath(run_dir):
@@ -800,7 +745,7 @@ def run_all(
     if workers < 1:
         raise ValueError("workers must be >= 1, got %d" % workers)
     threads = resolve_threads(workers, threads)
-    with RunnerLock(output_dir):
+    with runner_lock(output_dir):
         statuses = [run_status(run) for run in runs]
         stale = [run.run_dir for run, status in zip(runs, statuses) if status == "stale"]
         if stale:

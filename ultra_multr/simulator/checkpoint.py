@@ -2,19 +2,34 @@
 intermediate training state (each written to a temporary name and renamed)."""
 from __future__ import annotations
 
+import io
 from dataclasses import asdict
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 
-from ..data.ultra_format import atomic_write_file
+from ..data.ultra_format import atomic_write_bytes
 from .model import ContextAwareUserSimulator, SimulatorConfig
+
+
+def _save(path: str, payload: Any) -> None:
+    """torch.save ``payload`` to ``path`` via a temporary file.
+
+    Serialised in memory first and written by Python: torch.save's own file
+    writer reports a full disk as "basic_ios::clear: iostream error" (or
+    "unexpected pos"), naming neither the file nor the cause, while Python's
+    write gives ENOSPC, which :func:`atomic_write_file` turns into a
+    ``DiskFullError`` naming the file.
+    """
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    atomic_write_bytes(path, buffer.getvalue())
 
 
 def save_training_state(path: str, state: Dict) -> None:
     """Write an intermediate training state (tensors, numbers, dicts) to
     ``path`` via a temporary file."""
-    atomic_write_file(path, lambda tmp_path: torch.save(state, tmp_path))
+    _save(path, state)
 
 
 def load_training_state(path: str) -> Dict:
@@ -32,7 +47,7 @@ def save_simulator(path: str, simulator: ContextAwareUserSimulator, metadata: Di
         "state_dict": simulator.state_dict(),
         "metadata": dict(metadata),
     }
-    atomic_write_file(path, lambda tmp_path: torch.save(payload, tmp_path))
+    _save(path, payload)
 
 
 def load_simulator(

@@ -1,0 +1,199 @@
+"""Faults tried as a user would (ULTRA's main.py in a subprocess), each answered with a named error.
+
+See docs/failures.md for the list: the fault, what users saw before, what they see now.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from conftest import REPO_ROOT, require_ultra, run_ultra_main
+
+require_ultra()
+
+from ultra_multr.compat.runtime import create_ranking_model  # noqa: E402
+
+CASCADE = os.path.join(REPO_ROOT, "settings", "click_models", "cascade_eps0.1_ymax4.json")
+
+
+def write_settings(tmp_path, base="dla_cascade.json", ranker="hidden_layer_sizes=[16]", algorithm_hparams=None):
+    with open(os.path.join(REPO_ROOT, "settings", base)) as handle:
+        settings = json.load(handle)
+    settings["ranking_model_hparams"] = ranker
+    settings["train_input_hparams"] = "click_model_json=%s,seed=0" % CASCADE
+    if algorithm_hparams is not None:
+        settings["learning_algorithm_hparams"] = algorithm_hparams
+    path = tmp_path / ("settings_%s" % base)
+    path.write_text(json.dumps(settings))
+    return str(path)
+
+
+def main_args(settings, model_dir, data_dir, *extra, output_dir=None):
+    return ["--setting_file", settings, "--data_dir", data_dir, "--model_dir", model_dir,
+            "--output_dir", output_dir or model_dir + "/out/", "--batch_size", "16"] + list(extra)
+
+
+def start_main(ultra_main, args, cwd):
+    """main.py in the background (as a second terminal would run it); its stderr goes to <cwd>/background.stderr."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    with open(os.path.join(cwd, "background.stderr"), "w") as stderr:
+        return subprocess.Popen([sys.executable, ultra_main] + args, cwd=cwd, env=env,
+                                stdout=subprocess.DEVNULL, stderr=stderr)
+
+
+def wait_for(condition, process, cwd, timeout=120.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if condition():
+            return
+        if process.poll() is not None:
+            with open(os.path.join(cwd, "background.stderr")) as handle:
+                raise AssertionError("main.py ended early (exit %s): %s" % (process.returncode, handle.read()[-3000:]))
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def progress_record(model_dir):
+    try:
+        with open(os.path.join(model_dir, "ultra_multr.DLA.ckpt.progress.json")) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return {}
+
+
+def sha256(path):
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+def kill_at_a_recorded_checkpoint(process, model_dir):
+    """SIGKILL main.py at a moment when its checkpoint is complete and recorded (never in the middle of a save)."""
+    checkpoint = os.path.join(model_dir, "ultra_multr.DLA.ckpt")
+    for _ in range(500):
+        process.send_signal(signal.SIGSTOP)
+        record = progress_record(model_dir)
+        if record.get("checkpoint_sha256") == sha256(checkpoint):
+            process.kill()
+            process.wait()
+            return record
+        process.send_signal(signal.SIGCONT)
+        time.sleep(0.01)
+    raise AssertionError("never found main.py between two checkpoint saves")
+
+
+def test_two_trainings_a_killed_one_and_its_checkpoint(ultra_main, synthetic_data_dir, tmp_path):
+    """A second training is refused naming the first; after a SIGKILL the lock is stale and the checkpoint unfinished."""
+    settings, model_dir, cwd = write_settings(tmp_path), str(tmp_path / "model"), str(tmp_path)
+    first = start_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--max_train_iteration", "100000",
+                                             "--steps_per_checkpoint", "2"), cwd)
+    try:
+        wait_for(lambda: progress_record(model_dir).get("checkpoint_step") is not None, first, cwd)
+        second = run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--max_train_iteration",
+                                                      "2"), cwd=cwd, check=False)
+        assert second.returncode != 0
+        assert ("DirLockError: %s is in use by another main.py training: pid %d on host %s since "
+                % (model_dir, first.pid, socket.gethostname())) in second.stderr
+        record = kill_at_a_recorded_checkpoint(first, model_dir)
+    finally:
+        first.kill()
+        first.wait()
+    step = record["checkpoint_step"]  # the last checkpoint main.py saved before the kill
+    assert step % 2 == 0 and not record["finished"]
+
+    test = run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--test_only", "True"), cwd=cwd)
+    assert ("ultra_multr.DLA.ckpt is the checkpoint of an UNFINISHED training (still running, or killed or failed "
+            "before the end of its --max_train_iteration 100000); it holds the ranker of step %d, and --test_only scores that ranker" % step
+            ) in test.stderr
+
+    # The killed training's lock does not block forever; the restart is then refused for the checkpoint it left.
+    restart = run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--max_train_iteration",
+                                                   "2"), cwd=cwd, check=False)
+    assert "train.lock: taking over the stale lock of pid %d on %s" % (first.pid, socket.gethostname()) in restart.stderr
+    assert "no longer running" in restart.stderr
+    assert "of an earlier training with the same data and settings: an UNFINISHED training" in restart.stderr
+    assert not os.path.exists(os.path.join(model_dir, "train.lock"))  # released by the refused restart
+
+
+def test_finished_training_then_test_only_with_bad_output_dir_and_bad_checkpoints(ultra_main, synthetic_data_dir, tmp_path):
+    settings, model_dir, cwd = write_settings(tmp_path), str(tmp_path / "model"), str(tmp_path)
+    run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--max_train_iteration", "2",
+                                         "--steps_per_checkpoint", "2"), cwd=cwd)
+    record = progress_record(model_dir)
+    assert record["finished"] and record["steps_done"] == 4  # main.py stops at the first checkpoint step past 2
+    assert record["checkpoint_step"] in (2, 4) and not os.path.exists(os.path.join(model_dir, "train.lock"))
+
+    out = str(tmp_path / "out")  # no trailing '/': main.py would write outtest.ranklist beside an empty out/
+    test = run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--test_only", "True",
+                                                output_dir=out), cwd=cwd)
+    assert "--output_dir %r has no trailing '/'" % out in test.stderr
+    assert "writing %s/test.ranklist instead" % out in test.stderr
+    assert os.path.getsize(os.path.join(out, "test.ranklist")) > 0 and not os.path.exists(out + "test.ranklist")
+    assert "is the checkpoint of a finished training of 4 steps; it holds the ranker of step %d" % record[
+        "checkpoint_step"] in test.stderr
+
+    checkpoint = os.path.join(model_dir, "ultra_multr.DLA.ckpt")
+    with open(checkpoint, "rb") as handle:
+        data = handle.read()
+    with open(settings) as handle:  # another ranker saved over this one: the record says so
+        ranker = create_ranking_model(json.load(handle), 20, torch.device("cpu"))
+    torch.save(ranker.state_dict(), checkpoint)
+    replaced = run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--test_only", "True"),
+                              cwd=cwd)
+    assert ("is the checkpoint of a finished training of 4 steps, but it holds a file other than the one recorded at "
+            "step %d (a ranker saved later, or a file replaced since), and --test_only scores that ranker"
+            % record["checkpoint_step"]) in replaced.stderr
+    with open(checkpoint, "wb") as handle:  # an empty file: test_model_dir.py
+        handle.write(data[: len(data) // 2])
+    bad = run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--test_only", "True"),
+                         cwd=cwd, check=False)
+    assert bad.returncode != 0
+    assert ("ModelDirError: --test_only: the ranker checkpoint %s cannot be loaded: truncated or not a checkpoint "
+            "(%d bytes); torch.load said " % (checkpoint, len(data) // 2)) in bad.stderr
+
+
+def small_disk(mount_point, size="256k"):
+    """A command prefix running the rest in a mount namespace with a tmpfs of ``size`` on ``mount_point``."""
+    return ["unshare", "-rm", "sh", "-c", 'mount -t tmpfs -o size=%s tmpfs "$0" && exec "$@"' % size, mount_point]
+
+
+@pytest.fixture
+def tmpfs_model_dir(tmp_path):
+    """An empty dir on which each main.py run gets its own small tmpfs (skip where namespaces are not allowed)."""
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    try:
+        probe = subprocess.run(small_disk(str(model_dir), "4k") + ["true"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        pytest.skip("cannot run unshare: %s" % error)
+    if probe.returncode != 0:
+        pytest.skip("cannot mount a tmpfs in a user namespace here: %s" % probe.stderr.strip())
+    return str(model_dir)
+
+
+def test_a_full_disk_names_the_simulator_checkpoint(ultra_main, synthetic_data_dir, tmp_path, tmpfs_model_dir):
+    settings = write_settings(tmp_path, "multr_dla.json", algorithm_hparams="sample_num=2,simulator_steps=4,"
+                              "simulator_batch_size=16,seed=0,rerank_pilot_steps=1")  # a simulator of ~800 kB
+    run = run_ultra_main(ultra_main, main_args(settings, tmpfs_model_dir, synthetic_data_dir, "--max_train_iteration",
+                                               "2"), cwd=str(tmp_path), check=False, wrapper=small_disk(tmpfs_model_dir))
+    assert run.returncode != 0
+    assert ("DiskFullError: [Errno 28] No space left on device (the disk is full: 0 bytes free on its file system when "
+            "the write failed): '%s/ultra_multr.MULTR.simulator.ckpt" % tmpfs_model_dir) in run.stderr
+
+
+def test_a_full_disk_names_main_pys_ranker_checkpoint(ultra_main, synthetic_data_dir, tmp_path, tmpfs_model_dir):
+    settings = write_settings(tmp_path, ranker="hidden_layer_sizes=[1024]")  # a ranker of ~90 kB on a 64 kB disk
+    run = run_ultra_main(ultra_main, main_args(settings, tmpfs_model_dir, synthetic_data_dir, "--max_train_iteration",
+                                               "2", "--steps_per_checkpoint", "2"),
+                         cwd=str(tmp_path), check=False, wrapper=small_disk(tmpfs_model_dir, "64k"))
+    assert run.returncode != 0 and "RuntimeError" in run.stderr  # torch.save's own words name neither file nor cause
+    assert ("ultra_multr: main.py could not save the ranker checkpoint %s/ultra_multr.DLA.ckpt: the disk is full (No "
+            "space left on device: 0 bytes free on its file system)" % tmpfs_model_dir) in run.stderr
