@@ -203,7 +203,7 @@ def test_multr_ipw_is_the_dr_loss_over_ipw_weights(synthetic_data_dir, monkeypat
     """With pseudo clicks all 0 and no re-rankings, Eq. dr_loss is the IPW loss with IPW's own weights."""
     settings = algorithm_settings(
         "ultra_multr.MULTR_IPW",
-        "seed=0,sample_num=0,simulator_steps=0,device=%s" % device,
+        "seed=0,sample_num=0,rerank_weight=0,simulator_steps=0,device=%s" % device,
         "click_model_json=%s,seed=0" % PBM_ETA1,
     )
     model, feed, data = build(synthetic_data_dir, settings)

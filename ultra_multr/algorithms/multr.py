@@ -25,12 +25,16 @@ Algorithm 1 of the paper inside ULTRA's unmodified ``main.py``:
    doubly-robust loss of Eq. dr_loss: ``sample_num`` independent random
    re-rankings per query, pseudo clicks sampled from the frozen simulator on
    the observed list and on every re-ranking, the observed list corrected
-   with DLA's inverse propensity weights.  Each document's weight is
-   ``(1 - a) [c^o + (c - c^o) w] + a mean_s c^s``: ``a = S / (S + 1)`` is the
-   paper's average over ``|Pi| = sample_num + 1`` lists
-   (``rerank_weight=paper``); by default ``a`` is chosen before the first
-   update by a short pilot scored on the validation split
-   (:mod:`.rerank_weight`), and the weight is clamped at >= 0
+   with DLA's inverse propensity weights.  By default
+   (``rerank_weight=randomized``) each document's weight is
+   ``mean_s c^s + (c - c^o) e_bar / e_k``, whose expectation is proportional
+   to the click probability under random orders when either the simulator
+   or the propensities are exact (docs/estimator_targets.md).  The paper's
+   weight is ``(1 - a) [c^o + (c - c^o) w] + a mean_s c^s``: ``a = S / (S + 1)``
+   is its average over ``|Pi| = sample_num + 1`` lists
+   (``rerank_weight=paper``); ``rerank_weight=auto`` chooses ``a`` before the
+   first update by a short pilot scored on the validation split
+   (:mod:`.rerank_weight`).  The weight is clamped at >= 0
    (``dr_weight_guard=clip``; the paper's form is unbounded below).
    ``variant=eib`` gives EIB-MULTR.  ``imputation=expected`` uses the
    pseudo clicks' expectations instead, estimated once per training list
@@ -117,6 +121,8 @@ CUDA_GRAPHS = ("auto", "on", "off")
 HELDOUT_SPLIT_STREAM, HELDOUT_FEED_STREAM = 1, 2
 #: A progress line at least this often while the simulator trains.
 LOG_SECONDS = 60.0
+#: rerank_weight's value for :func:`ultra_multr.losses.randomized_document_weights`.
+RANDOMIZED = "randomized"
 #: What metadata keys a checkpoint must match to be of the same data.
 FINGERPRINTS = ("data_fingerprint", "click_model_fingerprint")
 
@@ -161,7 +167,13 @@ class DoublyRobustConfig(AlgorithmConfig):
             (0: none by steps); also one at least every LOG_SECONDS seconds.
         dr_weight_guard: "clip" (per-document weights of Eq. dr_loss clamped
             at >= 0, so the loss is bounded below) or "none" (the paper's form).
-        rerank_weight: weight a of the re-ranked (imputed) term, W_d =
+        rerank_weight: the estimator.  "randomized" (default): W_d =
+            mean_s c^s_d + (c_d - c^o_d) e_bar / e_k(d), whose expectation
+            is proportional to the click probability under random orders
+            when the simulator or the propensities are exact
+            (:func:`ultra_multr.losses.randomized_document_weights`,
+            docs/estimator_targets.md; variant "dr" only).  Otherwise the
+            weight a of the re-ranked (imputed) term of Eq. dr_loss, W_d =
             (1 - a) [c^o_d + (c_d - c^o_d) w_d] + a mean_s c^s_d: "paper"
             (S / (S + 1), Eq. dr_loss as printed), a number in [0, 1], or
             "auto" (chosen from ``rerank_weight_grid`` by a pilot scored on
@@ -199,7 +211,7 @@ class DoublyRobustConfig(AlgorithmConfig):
     simulator_patience: int = 5
     simulator_log_every: int = 500
     dr_weight_guard: str = "clip"
-    rerank_weight: str = "auto"
+    rerank_weight: str = "randomized"
     rerank_weight_grid: Tuple[str, ...] = ("0", "0.5", "paper")
     rerank_pilot_steps: int = 200
     imputation: str = "sampled"
@@ -245,7 +257,14 @@ class DoublyRobustConfig(AlgorithmConfig):
         )
         object.__setattr__(self, "rerank_weight_grid", tuple(self.rerank_weight_grid))
         require(self.rerank_pilot_steps > 0, "rerank_pilot_steps must be > 0, got %d" % self.rerank_pilot_steps)
-        if self.rerank_weight != "auto":
+        if self.rerank_weight == RANDOMIZED:
+            require(
+                self.variant == "dr",
+                'rerank_weight=randomized corrects with propensities: it needs variant=dr, got variant=%s '
+                '(EIB-MULTR: rerank_weight=auto, paper or a number)' % self.variant,
+            )
+            require(self.sample_num > 0, "rerank_weight=randomized needs re-ranked lists, but sample_num=0")
+        elif self.rerank_weight != "auto":
             self.resolve_rerank_weight(self.rerank_weight, "rerank_weight")
         require(len(self.rerank_weight_grid) > 0, "rerank_weight_grid must not be empty")
         for value in self.rerank_weight_grid:
@@ -258,7 +277,9 @@ class DoublyRobustConfig(AlgorithmConfig):
         try:
             weight = float(value)
         except ValueError:
-            raise ValueError('%s must be "auto", "paper" or a number in [0, 1], got %r' % (name, value)) from None
+            raise ValueError(
+                '%s must be "randomized", "auto", "paper" or a number in [0, 1], got %r' % (name, value)
+            ) from None
         require(0.0 <= weight <= 1.0, "%s must be in [0, 1], got %r" % (name, value))
         require(
             weight == 0.0 or self.sample_num > 0 or not needs_sample_num,
@@ -317,10 +338,15 @@ class DoublyRobustMixin:
         )
         #: what samples pseudo clicks: the simulator, or its CUDA-graph replay (set when it is frozen).
         self.sampler: Union[ContextAwareUserSimulator, GraphedSampler] = self.simulator
-        #: a of Eq. dr_loss; None until "auto" has chosen it (first update).
+        #: the estimator's form: "randomized" or Eq. dr_loss's "mixture".
+        self.dr_form = "randomized" if config.rerank_weight == RANDOMIZED else "mixture"
+        #: a of Eq. dr_loss; None until "auto" has chosen it (first update); 1.0 for
+        #: "randomized" (its re-ranked term has full weight; a is not used).
         self.rerank_weight: Optional[float] = (
             None
             if config.rerank_weight == "auto"
+            else 1.0
+            if config.rerank_weight == RANDOMIZED
             else config.resolve_rerank_weight(config.rerank_weight, "rerank_weight")
         )
 
@@ -689,7 +715,7 @@ class DoublyRobustMixin:
         observed, randomized = self.pseudo_clicks(batch)
         loss, unguarded = losses.dr_loss_and_weights(
             scores, batch.mask, batch.labels, observed, randomized, weights,
-            self.hparams.variant, self.rerank_weight, self.hparams.dr_weight_guard,
+            self.hparams.variant, self.rerank_weight, self.hparams.dr_weight_guard, self.dr_form,
         )
         return loss, {
             "pseudo_clicks_per_list": float(observed.sum(-1).mean()),

@@ -13,6 +13,9 @@ from .listwise import weighted_listwise_loss
 
 
 VARIANTS = ("dr", "eib")
+#: "mixture": Eq. dr_loss's (1 - a) observed + a re-ranked terms (the paper's at
+#: a = S / (S + 1)); "randomized": :func:`randomized_document_weights`.
+FORMS = ("mixture", "randomized")
 #: "clip": per-document weights clamped at >= 0; "none": the paper's form.
 WEIGHT_GUARDS = ("clip", "none")
 
@@ -93,6 +96,36 @@ def dr_document_weights(
     return apply_weight_guard(torch.where(mask, total, torch.zeros_like(total)), guard)
 
 
+def randomized_document_weights(
+    clicks: torch.Tensor,
+    observed_pseudo_clicks: torch.Tensor,
+    randomized_pseudo_clicks: torch.Tensor,
+    weights: torch.Tensor,
+    mask: torch.Tensor,
+) -> torch.Tensor:
+    """Weights whose expectation is a document's click probability under
+    uniformly random orders (the randomisation target T_d), up to a factor
+    common to the list, when either the simulator or the propensities are
+    exact (position-based examination; docs/estimator_targets.md):
+
+        W_d = mean_s c^s_d + (c_d - c^o_d) e_bar / e_k(d)
+
+    with e_k(d) the propensity of d's position on the observed list and
+    e_bar the mean propensity over the list's real positions.  From DLA's
+    weights w_k = e_1 / e_k it is ``w_k * mean_j (1 / w_j)``: scale-free.
+
+    Args: as :func:`dr_document_weights` (``weights`` > 0 at real slots).
+
+    Returns:
+        [B, N] weights, 0 at padded slots (negative where c_d = 0 and
+        c^o_d e_bar / e_k(d) > mean_s c^s_d).
+    """
+    inverse = torch.where(mask, 1.0 / torch.where(mask, weights, torch.ones_like(weights)), torch.zeros_like(weights))
+    mean_inverse = inverse.sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1)
+    total = randomized_pseudo_clicks.mean(dim=1) + (clicks - observed_pseudo_clicks) * weights * mean_inverse
+    return torch.where(mask, total, torch.zeros_like(total))
+
+
 def negative_weight_share(document_weights: torch.Tensor, mask: torch.Tensor) -> float:
     """Share of real documents whose weight is < 0 (those "clip" sets to 0).
 
@@ -114,8 +147,12 @@ def dr_loss_and_weights(
     variant: str = "dr",
     rerank_weight: Optional[float] = None,
     guard: str = "clip",
+    form: str = "mixture",
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Eq. dr_loss, and the unguarded per-document weights it was built from.
+    """Eq. dr_loss (``form="mixture"``) or the randomised-target form
+    (``form="randomized"``: :func:`randomized_document_weights`, variant
+    "dr" only, ``rerank_weight`` unused), and the unguarded per-document
+    weights it was built from.
 
     Args: as in :func:`dr_loss`.
 
@@ -124,9 +161,18 @@ def dr_loss_and_weights(
         :func:`dr_document_weights` with guard "none", e.g. for
         :func:`negative_weight_share`).
     """
-    unguarded = dr_document_weights(
-        clicks, observed_pseudo_clicks, randomized_pseudo_clicks, weights, mask, variant, rerank_weight, "none"
-    )
+    if form not in FORMS:
+        raise ValueError("form must be one of %s, got %r" % (FORMS, form))
+    if form == "randomized":
+        if variant != "dr":
+            raise ValueError("form 'randomized' corrects with propensities: variant must be 'dr', got %r" % variant)
+        if randomized_pseudo_clicks.shape[1] == 0:
+            raise ValueError("form 'randomized' needs re-ranked pseudo clicks, got S = 0")
+        unguarded = randomized_document_weights(clicks, observed_pseudo_clicks, randomized_pseudo_clicks, weights, mask)
+    else:
+        unguarded = dr_document_weights(
+            clicks, observed_pseudo_clicks, randomized_pseudo_clicks, weights, mask, variant, rerank_weight, "none"
+        )
     guarded = apply_weight_guard(unguarded, guard)
     return weighted_listwise_loss(scores, mask, guarded.detach()), unguarded
 
@@ -141,8 +187,9 @@ def dr_loss(
     variant: str = "dr",
     rerank_weight: Optional[float] = None,
     guard: str = "clip",
+    form: str = "mixture",
 ) -> torch.Tensor:
-    """Eq. dr_loss of the paper, averaged over the queries of the batch.
+    """Eq. dr_loss of the paper (or ``form``'s weights), averaged over the queries of the batch.
 
     Args:
         scores: [B, N] ranker scores of the observed list (gradients flow here).
@@ -153,5 +200,6 @@ def dr_loss(
         scalar: ``mean_q sum_d W_qd Delta(d | q)``.
     """
     return dr_loss_and_weights(
-        scores, mask, clicks, observed_pseudo_clicks, randomized_pseudo_clicks, weights, variant, rerank_weight, guard
+        scores, mask, clicks, observed_pseudo_clicks, randomized_pseudo_clicks, weights, variant, rerank_weight, guard,
+        form,
     )[0]
