@@ -165,7 +165,7 @@ def test_cuda_graphs_train_like_eager_kernels(synthetic_data_dir):
         model, feed, data = build(
             synthetic_data_dir,
             "sample_num=3,simulator_steps=3,simulator_batch_size=8,seed=5,device=cuda,rerank_weight=paper,"
-            "cuda_graphs=%s" % graphs,
+            "imputation=sampled,dr_weight_guard=clip,cuda_graphs=%s" % graphs,
         )
         runs[graphs] = train_losses(model, feed, data, steps=3)
         assert isinstance(model.sampler, GraphedSampler) == (graphs == "auto")

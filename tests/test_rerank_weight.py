@@ -98,7 +98,7 @@ def test_without_a_validation_split_auto_falls_back_to_the_paper_weight(syntheti
 
 
 def test_weight_zero_computes_no_re_rankings(synthetic_data_dir, monkeypatch):
-    model, feed, data = build(synthetic_data_dir, "sample_num=4,simulator_steps=0,rerank_weight=0")
+    model, feed, data = build(synthetic_data_dir, "sample_num=4,simulator_steps=0,rerank_weight=0,imputation=sampled,dr_weight_guard=clip")
     batch = model.batch(feed.get_batch(data, check_validation=True)[0], model.rank_list_size)
     observed, randomized = model.pseudo_clicks(batch)
     assert randomized.shape[1] == 0 and observed.shape == batch.mask.shape
@@ -108,7 +108,9 @@ def test_weight_zero_computes_no_re_rankings(synthetic_data_dir, monkeypatch):
 
 
 def test_ranking_loss_reports_the_share_of_clipped_weights(synthetic_data_dir):
-    model, feed, data = build(synthetic_data_dir, "sample_num=2,simulator_steps=0,rerank_weight=paper,seed=2")
+    model, feed, data = build(
+        synthetic_data_dir, "sample_num=2,simulator_steps=0,rerank_weight=paper,imputation=sampled,dr_weight_guard=clip,seed=2"
+    )
     with torch.no_grad():  # steep propensities: large weights below the top
         model.propensity_model.linear_layer.weight.copy_(torch.linspace(0.0, -4.0, 10))
     batch = model.batch(feed.get_batch(data, check_validation=True)[0], model.rank_list_size)

@@ -143,6 +143,11 @@ def expected_weights(setting: Setting, case: Case, sample_num: int) -> np.ndarra
         values = (1 - setting.a) * (ov + (cv - ov) * ratio_w[:, None, None, None]) + setting.a * mv
     probs = c_probs[:, :, None, None] * obs_probs[:, None, :, None] * mean_probs[:, None, None, :]
     n = len(click)
+    if setting.guard == "rebalance":  # losses.rebalance_weights; expected imputation: one pseudo-click outcome
+        no_click, with_click = values[:, 0, 0, 0], values[:, 1, 0, 0]
+        moved = (no_click + (with_click - no_click) * p_obs) / p_obs
+        values = np.stack([np.where(no_click < 0, 0.0, no_click), np.where(no_click < 0, moved, with_click)], 1)
+        return (values * c_probs).sum(-1)
     return _expect_over(values.reshape(n, -1), probs.reshape(n, -1), setting.guard)
 
 

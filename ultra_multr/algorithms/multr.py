@@ -34,12 +34,15 @@ Algorithm 1 of the paper inside ULTRA's unmodified ``main.py``:
    is its average over ``|Pi| = sample_num + 1`` lists
    (``rerank_weight=paper``); ``rerank_weight=auto`` chooses ``a`` before the
    first update by a short pilot scored on the validation split
-   (:mod:`.rerank_weight`).  The weight is clamped at >= 0
-   (``dr_weight_guard=clip``; the paper's form is unbounded below).
-   ``variant=eib`` gives EIB-MULTR.  ``imputation=expected`` uses the
-   pseudo clicks' expectations instead, estimated once per training list
-   after the simulator is frozen (the loss's expectation is the same without
-   the guard; see :mod:`ultra_multr.imputation`).
+   (:mod:`.rerank_weight`).  ``variant=eib`` gives EIB-MULTR.  By default
+   (``imputation=expected``) the pseudo clicks are their expectations,
+   estimated once per training list after the simulator is frozen (see
+   :mod:`ultra_multr.imputation`); ``imputation=sampled`` (the paper's)
+   samples them every step.  A weight that would be negative without a click
+   (the loss would be unbounded below) is rebalanced so that its expectation
+   under the simulator's click probability is unchanged
+   (``dr_weight_guard=rebalance``, :func:`ultra_multr.losses.rebalance_weights`;
+   ``clip`` clamps weights at >= 0, ``none`` is the paper's form).
 
 Where this follows the paper and where it differs:
 
@@ -165,8 +168,13 @@ class DoublyRobustConfig(AlgorithmConfig):
             early stopping; the last state is kept, as in the paper).
         simulator_log_every: progress line every this many simulator steps
             (0: none by steps); also one at least every LOG_SECONDS seconds.
-        dr_weight_guard: "clip" (per-document weights of Eq. dr_loss clamped
-            at >= 0, so the loss is bounded below) or "none" (the paper's form).
+        dr_weight_guard: "rebalance" (default, needs imputation=expected:
+            where a weight without a click would be < 0, it is 0 without a
+            click and E_p[W] / p with one, p the simulator's click
+            probability; :func:`ultra_multr.losses.rebalance_weights`),
+            "clip" (weights clamped at >= 0; biased where it acts,
+            docs/estimator_targets.md) or "none" (the paper's form, unbounded
+            below).
         rerank_weight: the estimator.  "randomized" (default): W_d =
             mean_s c^s_d + (c_d - c^o_d) e_bar / e_k(d), whose expectation
             is proportional to the click probability under random orders
@@ -180,9 +188,10 @@ class DoublyRobustConfig(AlgorithmConfig):
             the validation split, :mod:`ultra_multr.algorithms.rerank_weight`).
         rerank_weight_grid: candidates of "auto" ("paper" or numbers).
         rerank_pilot_steps: ranker updates of each pilot run of "auto".
-        imputation: "sampled" (pseudo clicks sampled every step, the paper's)
-            or "expected" (their expectations, estimated once per training
-            list after the simulator is frozen; see ultra_multr.imputation).
+        imputation: "expected" (default: the pseudo clicks' expectations,
+            estimated once per training list after the simulator is frozen;
+            see ultra_multr.imputation) or "sampled" (sampled every step,
+            the paper's).
         imputation_samples: Monte-Carlo sessions per list and order type of
             "expected" (standard error <= 0.5 / sqrt(imputation_samples)).
         cuda_graphs: "auto" (on when the device is CUDA), "on" or "off":
@@ -210,11 +219,11 @@ class DoublyRobustConfig(AlgorithmConfig):
     simulator_eval_every: int = 250
     simulator_patience: int = 5
     simulator_log_every: int = 500
-    dr_weight_guard: str = "clip"
+    dr_weight_guard: str = "rebalance"
     rerank_weight: str = "randomized"
     rerank_weight_grid: Tuple[str, ...] = ("0", "0.5", "paper")
     rerank_pilot_steps: int = 200
-    imputation: str = "sampled"
+    imputation: str = "expected"
     imputation_samples: int = 256
     cuda_graphs: str = "auto"
 
@@ -254,6 +263,12 @@ class DoublyRobustConfig(AlgorithmConfig):
         require(
             self.dr_weight_guard in losses.WEIGHT_GUARDS,
             "dr_weight_guard must be one of %s, got %r" % (losses.WEIGHT_GUARDS, self.dr_weight_guard),
+        )
+        require(
+            self.dr_weight_guard != "rebalance" or self.imputation == "expected",
+            "dr_weight_guard=rebalance moves weight by the simulator's click probabilities: it needs "
+            "imputation=expected, got imputation=%s (with sampled pseudo clicks use dr_weight_guard=clip or none)"
+            % self.imputation,
         )
         object.__setattr__(self, "rerank_weight_grid", tuple(self.rerank_weight_grid))
         require(self.rerank_pilot_steps > 0, "rerank_pilot_steps must be > 0, got %d" % self.rerank_pilot_steps)

@@ -20,6 +20,7 @@ from .dr import (
     negative_weight_share,
     paper_rerank_weight,
     randomized_document_weights,
+    rebalance_weights,
 )
 from .ipw import ipw_loss
 from .listwise import listwise_document_losses, masked_log_softmax, masked_mean, weighted_listwise_loss
@@ -30,6 +31,7 @@ from .rem import online_em_update, rem_posteriors, sigmoid_cross_entropy
 __all__ = [
     "FORMS",
     "randomized_document_weights",
+    "rebalance_weights",
     "PROBABILITY_FUNCTIONS",
     "VARIANTS",
     "WEIGHT_GUARDS",

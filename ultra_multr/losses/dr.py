@@ -16,8 +16,9 @@ VARIANTS = ("dr", "eib")
 #: "mixture": Eq. dr_loss's (1 - a) observed + a re-ranked terms (the paper's at
 #: a = S / (S + 1)); "randomized": :func:`randomized_document_weights`.
 FORMS = ("mixture", "randomized")
-#: "clip": per-document weights clamped at >= 0; "none": the paper's form.
-WEIGHT_GUARDS = ("clip", "none")
+#: "clip": per-document weights clamped at >= 0; "none": the paper's form;
+#: "rebalance": :func:`rebalance_weights` (needs pseudo-click probabilities).
+WEIGHT_GUARDS = ("clip", "none", "rebalance")
 
 
 def paper_rerank_weight(sample_num: int) -> float:
@@ -30,6 +31,8 @@ def apply_weight_guard(document_weights: torch.Tensor, guard: str) -> torch.Tens
     "none" (the paper's form) leaves them as they are."""
     if guard not in WEIGHT_GUARDS:
         raise ValueError("guard must be one of %s, got %r" % (WEIGHT_GUARDS, guard))
+    if guard == "rebalance":
+        raise ValueError('guard "rebalance" needs the weights with and without a click: use dr_loss_and_weights')
     return document_weights.clamp(min=0.0) if guard == "clip" else document_weights
 
 
@@ -126,6 +129,34 @@ def randomized_document_weights(
     return torch.where(mask, total, torch.zeros_like(total))
 
 
+def rebalance_weights(
+    no_click: torch.Tensor, with_click: torch.Tensor, clicks: torch.Tensor, click_probability: torch.Tensor
+) -> torch.Tensor:
+    """A guard that keeps the weight's expectation under the simulator's click probability.
+
+    Every form is linear in the real click, W = A + B c, with A the weight
+    without a click.  Where A < 0 (the loss would be unbounded below), the
+    weight becomes ``c (A + B p) / p``: 0 without a click and the weight's
+    expectation under the simulator's click probability p divided by p with
+    one, so E[W] is unchanged when p is the click's probability (an exact
+    simulator), and W >= 0 whenever A + B p >= 0 (true of both forms: it is
+    ``(1 - a) p + a m`` for the mixture and m for "randomized").  Where
+    A >= 0 the weight is left alone.
+
+    Args:
+        no_click, with_click: [B, N] A and A + B.
+        clicks: [B, N] real clicks.
+        click_probability: [B, N] p, the simulator's click probability on the
+            observed list (``imputation=expected``), in [0, 1].
+
+    Returns:
+        [B, N] guarded weights.
+    """
+    expected = no_click + (with_click - no_click) * click_probability
+    moved = clicks * expected / click_probability.clamp(min=torch.finfo(expected.dtype).tiny)
+    return torch.where(no_click < 0, moved, no_click + (with_click - no_click) * clicks)
+
+
 def negative_weight_share(document_weights: torch.Tensor, mask: torch.Tensor) -> float:
     """Share of real documents whose weight is < 0 (those "clip" sets to 0).
 
@@ -168,12 +199,24 @@ def dr_loss_and_weights(
             raise ValueError("form 'randomized' corrects with propensities: variant must be 'dr', got %r" % variant)
         if randomized_pseudo_clicks.shape[1] == 0:
             raise ValueError("form 'randomized' needs re-ranked pseudo clicks, got S = 0")
-        unguarded = randomized_document_weights(clicks, observed_pseudo_clicks, randomized_pseudo_clicks, weights, mask)
-    else:
-        unguarded = dr_document_weights(
-            clicks, observed_pseudo_clicks, randomized_pseudo_clicks, weights, mask, variant, rerank_weight, "none"
+
+    def weights_for(real_clicks: torch.Tensor) -> torch.Tensor:
+        if form == "randomized":
+            return randomized_document_weights(
+                real_clicks, observed_pseudo_clicks, randomized_pseudo_clicks, weights, mask
+            )
+        return dr_document_weights(
+            real_clicks, observed_pseudo_clicks, randomized_pseudo_clicks, weights, mask, variant, rerank_weight, "none"
         )
-    guarded = apply_weight_guard(unguarded, guard)
+
+    unguarded = weights_for(clicks)
+    if guard == "rebalance":
+        guarded = rebalance_weights(
+            weights_for(torch.zeros_like(clicks)), weights_for(torch.ones_like(clicks)), clicks, observed_pseudo_clicks
+        )
+        guarded = torch.where(mask, guarded, torch.zeros_like(guarded))
+    else:
+        guarded = apply_weight_guard(unguarded, guard)
     return weighted_listwise_loss(scores, mask, guarded.detach()), unguarded
 
 
