@@ -138,3 +138,20 @@ def test_bad_rerank_hparams_are_named(synthetic_data_dir, hparams, message):
     with pytest.raises(HParamError, match=message):
         build(synthetic_data_dir, hparams)
 
+
+
+def test_the_pilot_chooses_the_clearly_best_candidate(synthetic_data_dir, caplog):
+    """A simulator at its random initialisation (simulator_steps=0) imputes clicks that carry no
+    relevance: a = 1 (imputed clicks only) learns nothing, a = 0 (real clicks) learns the synthetic
+    labels.  Listed second, a = 0 must still win: the pilot takes the best score, not the first."""
+    model, _, _ = build(
+        synthetic_data_dir,
+        "rerank_weight=auto,rerank_weight_grid=[1,0],sample_num=2,simulator_steps=0,seed=3,device=cpu,"
+        "rerank_pilot_steps=10,log_every=0,imputation_samples=8",
+    )
+    with caplog.at_level(logging.INFO, logger="ultra_multr"):
+        chosen = model.select_rerank_weight(read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=32)
+    assert chosen == 0.0 and model.rerank_weight == 0.0
+    (line,) = [r.getMessage() for r in caplog.records if "rerank_weight=auto" in r.getMessage()]
+    scores = dict(pair.split(": ") for pair in line.split("by a: ")[1].split("; chosen")[0].split(", "))
+    assert float(scores["0.0000"]) > float(scores["1.0000"]) + 0.1, line
