@@ -235,7 +235,9 @@ def main() -> None:
                 ",".join(
                     filter(
                         None,
-                        [common, "simulator_steps=0,sample_num=%d,cuda_graphs=%s" % (samples, graph), args.multr_hparams],
+                        [common, "simulator_steps=0,imputation=sampled,dr_weight_guard=clip,sample_num=%d,cuda_graphs=%s"
+                         % (samples, graph),
+                         "rerank_weight=0" if samples == 0 else "", args.multr_hparams],
                     )
                 ),
                 args.list_size,

@@ -46,7 +46,9 @@ def main() -> None:
     data_set = SimpleNamespace(feature_size=args.features)
     common = "seed=0,device=%s,log_every=0" % args.device
     dla = DLA(data_set, settings("ultra_multr.DLA", common, args.list_size))
-    multr_hparams = ",".join(filter(None, [common, "simulator_steps=0,sample_num=%d" % args.samples, args.multr_hparams]))
+    multr_hparams = ",".join(filter(None, [
+        common, "simulator_steps=0,imputation=sampled,dr_weight_guard=clip,sample_num=%d" % args.samples, args.multr_hparams
+    ]))
     multr = MULTR(data_set, settings("ultra_multr.MULTR", multr_hparams, args.list_size))
     multr.prepare_simulator()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])

@@ -203,7 +203,7 @@ def test_multr_ipw_is_the_dr_loss_over_ipw_weights(synthetic_data_dir, monkeypat
     """With pseudo clicks all 0 and no re-rankings, Eq. dr_loss is the IPW loss with IPW's own weights."""
     settings = algorithm_settings(
         "ultra_multr.MULTR_IPW",
-        "seed=0,sample_num=0,simulator_steps=0,device=%s" % device,
+        "seed=0,sample_num=0,rerank_weight=0,simulator_steps=0,device=%s" % device,
         "click_model_json=%s,seed=0" % PBM_ETA1,
     )
     model, feed, data = build(synthetic_data_dir, settings)
@@ -225,15 +225,17 @@ def test_multr_ipw_is_the_dr_loss_over_ipw_weights(synthetic_data_dir, monkeypat
 def test_multr_ranking_loss_is_the_dr_loss_and_logs_the_share_of_negative_weights(
     synthetic_data_dir, monkeypatch, device
 ):
-    """MULTR's ranking loss is losses.dr_loss under its default "clip" guard, with pseudo clicks on the
+    """MULTR's ranking loss is losses.dr_loss under the "clip" guard, with pseudo clicks on the
     observed and the re-ranked lists, on a batch where c^o = 1, c = 0 and a large w make the paper's weight
     W_d = [c^o_d + sum_s c^s_d + (c_d - c^o_d) w_d] / (S + 1) negative; the negative_weight_share it
     logs is the share of real documents with W_d < 0."""
     settings = algorithm_settings(
-        "ultra_multr.MULTR", "seed=0,sample_num=2,rerank_weight=paper,simulator_steps=0,device=%s" % device
+        "ultra_multr.MULTR",
+        "seed=0,sample_num=2,rerank_weight=paper,imputation=sampled,dr_weight_guard=clip,simulator_steps=0,device=%s"
+        % device,
     )
     model, feed, data = build(synthetic_data_dir, settings)
-    assert model.hparams.dr_weight_guard == "clip"
+    assert model.hparams.dr_weight_guard == "clip" and model.hparams.imputation == "sampled"
     batch = model.batch(feed.get_batch(data, check_validation=True)[0], 10)
     mask = batch.mask
     generator = torch.Generator().manual_seed(4)

@@ -1,103 +1,110 @@
-"""The doubly-robust estimator's contract, by seeded Monte Carlo on cascade clicks.
+"""The estimator's contract, through MULTR's own code path.
 
-The ranker, as in DLA, only learns from sessions with at least one click.
-Property (i), stated precisely: let the simulator's pseudo click on the
-observed list be exact *for that stream*, c_hat_t = E[c_t | sum_u c_u >= 1],
-and let the propensity weights w, the re-ranked pseudo clicks c^s, the
-scores and so Delta be fixed (independent of the session's real clicks).
-Then E[(c_t - c_hat_t) w_t | sum_u c_u >= 1] = 0 at every position t, and
-since Eq. dr_loss (unguarded) is linear in c with coefficients
-(1 - a) w_t Delta_t, its expectation over the stream equals the imputed loss:
-Eq. dr_loss with the correction (c - c_hat) w dropped.  (The "clip" guard
-makes the loss non-linear in c where it acts, trading this for a bounded loss.)
-Property (ii): a simulator exact for the unfiltered stream, c_hat_t = E[c_t],
-leaves a positive correction at every position, E[c_t | click] > E[c_t].
-Property (iii): with c_hat = 0 and S = 0 the DR loss is the IPW loss exactly.
+MULTR is built as main.py builds it (one query of 10 documents, ULTRA's
+Raw_data, our ClickSimulationFeed with position-based clicks, examination
+1/rank), a known click model is plugged into its simulator interface
+(:class:`ultra_multr.estimator_targets.KnownClickSimulator`), DLA's
+propensities are set, batches come from MULTR's own training feed (lists
+without a click dropped) and the weights are read where
+``MULTR.training_loss`` hands them to the listwise loss.  The randomisation
+target is T_d = mean_k(e_k) r_d (docs/estimator_targets.md).
 """
 from __future__ import annotations
 
 import functools
+import json
+import os
 
+import numpy as np
 import pytest
-import torch
+from conftest import REPO_ROOT, require_ultra
 
-from ultra_multr import losses
-from ultra_multr.click_models import CascadeModel, graded_click_prob
+require_ultra()
 
-N = 10
-SESSIONS = 200_000
-LABELS = torch.tensor([[1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0]])
-SIGMAS = 4.0  # Monte-Carlo tolerance, in standard errors
+from ultra_multr import estimator_targets as et  # noqa: E402
+from ultra_multr.config import parse_hparams  # noqa: E402
+from ultra_multr.algorithms.multr import MULTRConfig  # noqa: E402
 
-
-@functools.lru_cache(maxsize=1)
-def filtered_sessions():
-    """[M, N] cascade sessions of one list, only those with >= 1 click (the ranker's stream),
-    and the model's exact [N] click probabilities per session of the unfiltered stream."""
-    model = CascadeModel(graded_click_prob(0.1, 4))
-    mask = torch.ones(SESSIONS, N, dtype=torch.bool)
-    clicks = model.sample(LABELS.expand(SESSIONS, N), mask, torch.Generator().manual_seed(0)).double()
-    unfiltered = model.click_probabilities(LABELS, mask[:1])[0].double()
-    return clicks[clicks.sum(1) > 0], unfiltered
-
-
-def fixed_terms(rows):
-    """Scores, propensity weights and re-ranked pseudo-click probabilities, the same in every session."""
-    generator = torch.Generator().manual_seed(1)
-    scores = torch.randn(1, N, generator=generator, dtype=torch.float64).expand(rows, N)
-    weights = losses.ipw_weights(1.0 / torch.arange(1, N + 1, dtype=torch.float64).unsqueeze(0), torch.ones(1, N, dtype=torch.bool))
-    randomized = torch.rand(1, 4, N, generator=generator, dtype=torch.float64).expand(rows, 4, N) * 0.3
-    return scores, weights.expand(rows, N), randomized, torch.ones(rows, N, dtype=torch.bool)
+CLICK_PROB = np.array([0.1, 0.16, 0.28, 0.52, 1.0])
+LABELS = [3, 2, 0, 1, 3, 0, 2, 0, 1, 0]
+EXAM = 1.0 / np.arange(1, 11)
+RELEVANCE = CLICK_PROB[LABELS]
+BATCHES, BATCH_SIZE = 6, 4096
+CASES = {
+    "exact simulator, wrong propensities": et.Case("i", EXAM, RELEVANCE, EXAM, RELEVANCE, EXAM ** 0.5),
+    "wrong relevance, exact propensities": et.Case(
+        "ii", EXAM, RELEVANCE, EXAM, RELEVANCE * np.tile([0.5, 1.5], 5), EXAM
+    ),
+}
 
 
-def per_session_dr_losses(clicks, observed_pseudo):
-    """[M] unguarded Eq. dr_loss (paper weight, S = 4) of each session."""
-    scores, weights, randomized, mask = fixed_terms(clicks.shape[0])
-    document_weights = losses.dr_document_weights(
-        clicks, observed_pseudo.expand_as(clicks), randomized, weights, mask, "dr", guard="none"
+@pytest.fixture(scope="module")
+def one_query(tmp_path_factory):
+    work = tmp_path_factory.mktemp("one_query")
+    data_dir = et.write_one_query_data(str(work / "data"), LABELS)
+    return data_dir, et.pbm_json(str(work / "pbm.json"), CLICK_PROB, EXAM)
+
+
+@functools.lru_cache(maxsize=None)
+def measured(one_query, hparams: str, case: str):
+    """(mean [N], standard error [N]) of the weights MULTR's training_loss uses, and the target [N]."""
+    data_dir, click_model = one_query
+    model, feed, data = et.build_multr(data_dir, click_model, hparams, BATCH_SIZE)
+    et.install(model, CASES[case], data)
+    mean, se = et.monte_carlo_weights(model, feed, data, BATCHES)
+    return mean, se, et.stream_terms(CASES[case])["target"]
+
+
+def proportionality_gaps(mean, se, target):
+    """[N] |(W/T) / c - 1| and its allowed size max(2 %, 3 se), c the ratio's mean."""
+    ratio = mean / target
+    scale = ratio.mean()
+    return np.abs(ratio / scale - 1.0), np.maximum(0.02, 3.0 * se / target / scale)
+
+
+DEFAULT = "sample_num=8,simulator_steps=0,seed=0,device=cpu,imputation_samples=65536"
+PAPER = DEFAULT + ",rerank_weight=paper,dr_weight_guard=none"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_default_estimator_weight_is_proportional_to_the_randomisation_target(one_query, case):
+    """MULTR's defaults (rerank_weight=randomized, imputation=expected, dr_weight_guard=rebalance):
+    in case (i) the guard acts (without it some weights would be negative) and keeps the target."""
+    config = parse_hparams(MULTRConfig, DEFAULT)
+    assert (config.rerank_weight, config.imputation, config.dr_weight_guard) == ("randomized", "expected", "rebalance")
+    gap, allowed = proportionality_gaps(*measured(one_query, DEFAULT, case))
+    assert (gap <= allowed).all(), (gap, allowed)
+
+
+def test_the_guard_acts_in_case_i_where_a_clip_would_move_the_target():
+    case = CASES["exact simulator, wrong propensities"]
+    target = et.stream_terms(case)["target"]
+
+    def closed(guard):
+        return np.abs(et.deviation(et.expected_weights(
+            et.Setting(guard, "randomized", 1.0, "dr", guard, "expected"), case, 8), target)).max()
+
+    assert closed("none") < 1e-9 and closed("rebalance") < 1e-9
+    assert closed("clip") > 0.1  # the unguarded weights go negative here: the guard has work to do
+
+
+def test_the_papers_form_misses_the_target_with_wrong_relevance_and_exact_propensities(one_query):
+    gap, allowed = proportionality_gaps(*measured(one_query, PAPER, "wrong relevance, exact propensities"))
+    assert (gap > allowed).any() and gap.max() > 0.2, (gap, allowed)
+
+
+def test_monte_carlo_through_multr_agrees_with_the_closed_form(one_query):
+    """The closed forms of docs/estimator_targets.md describe what MULTR computes (paper's form, case ii)."""
+    mean, se, _ = measured(one_query, PAPER, "wrong relevance, exact propensities")
+    setting = et.Setting("paper", "mixture", 8 / 9, "dr", "none", "expected")
+    closed = et.expected_weights(setting, CASES["wrong relevance, exact propensities"], 8)
+    assert (np.abs(mean - closed) < 4.0 * se + 1e-3 * closed).all(), (mean, closed, se)
+
+
+def test_the_papers_settings_file_keeps_eq_dr_loss():
+    with open(os.path.join(REPO_ROOT, "settings", "multr_paper.json")) as handle:
+        hparams = json.load(handle)["learning_algorithm_hparams"]
+    config = parse_hparams(MULTRConfig, hparams)
+    assert (config.rerank_weight, config.dr_weight_guard, config.imputation, config.variant) == (
+        "paper", "none", "sampled", "dr"
     )
-    return (document_weights * losses.listwise_document_losses(scores, mask)).sum(-1)
-
-
-def correction_z_scores(clicks, observed_pseudo):
-    """[N] mean of (c_t - c_hat_t) w_t over the sessions, in standard errors."""
-    _, weights, _, _ = fixed_terms(clicks.shape[0])
-    correction = (clicks - observed_pseudo) * weights
-    return correction.mean(0) / (correction.std(0) / correction.shape[0] ** 0.5)
-
-
-def test_stream_exact_simulator_leaves_no_correction_and_dr_equals_the_imputed_loss():
-    clicks, unfiltered = filtered_sessions()
-    exact = unfiltered / (1.0 - torch.prod(1.0 - examined_click_probabilities()))  # E[c_t | >= 1 click]
-    assert exact.sum().item() == pytest.approx(1.0, rel=1e-9)  # cascade: exactly one click given any
-    assert correction_z_scores(clicks, exact).abs().max() < SIGMAS
-
-    dr = per_session_dr_losses(clicks, exact)
-    imputed = per_session_dr_losses(exact.expand_as(clicks), exact)  # c = c_hat: correction dropped
-    assert torch.allclose(imputed, imputed[0])  # no randomness left in the imputed loss
-    assert abs(dr.mean() - imputed[0]) < SIGMAS * dr.std() / dr.shape[0] ** 0.5
-
-
-def test_unfiltered_simulator_leaves_a_positive_correction_at_every_position():
-    clicks, unfiltered = filtered_sessions()
-    z = correction_z_scores(clicks, unfiltered)
-    assert (z > SIGMAS).all(), z
-    dr = per_session_dr_losses(clicks, unfiltered)
-    imputed = per_session_dr_losses(unfiltered.expand_as(clicks), unfiltered)
-    assert dr.mean() - imputed[0] > SIGMAS * dr.std() / dr.shape[0] ** 0.5
-
-
-def examined_click_probabilities():
-    """[N] per-position click probability if examined (the cascade's r_t) of LABELS."""
-    probs = torch.tensor(graded_click_prob(0.1, 4), dtype=torch.float64)
-    return probs[LABELS[0].long()]
-
-
-@pytest.mark.parametrize("guard", losses.WEIGHT_GUARDS)
-def test_no_pseudo_clicks_and_no_re_rankings_is_the_ipw_loss(guard):
-    clicks, _ = filtered_sessions()
-    clicks = clicks[:64]
-    scores, weights, _, mask = fixed_terms(64)
-    zeros = torch.zeros_like(clicks)
-    dr = losses.dr_loss(scores, mask, clicks, zeros, torch.zeros(64, 0, N, dtype=torch.float64), weights, "dr", guard=guard)
-    assert dr.item() == losses.ipw_loss(scores, mask, clicks, weights).item()

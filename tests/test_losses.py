@@ -231,3 +231,34 @@ def test_unknown_variant_is_refused():
         losses.dr_document_weights(
             torch.zeros(1, 2), torch.zeros(1, 2), torch.zeros(1, 0, 2), torch.ones(1, 2), torch.ones(1, 2, dtype=torch.bool), "ipw"
         )
+
+
+def test_randomized_weights_use_mean_propensity_over_propensity_whatever_the_scale():
+    """W_d = mean_s c^s + (c - c^o) e_bar / e_k, padded slots excluded from e_bar and weightless."""
+    generator = torch.Generator().manual_seed(3)
+    mask = torch.tensor([[True, True, True, False]])
+    propensity = torch.tensor([[1.0, 0.5, 0.25, 1.0]])
+    clicks = torch.tensor([[1.0, 0.0, 1.0, 0.0]])
+    observed = torch.rand(1, 4, generator=generator)
+    randomized = torch.rand(1, 3, 4, generator=generator)
+    expected = randomized.mean(1) + (clicks - observed) * (propensity[:, :3].mean() / propensity)
+    expected[0, 3] = 0.0
+    for scale in (1.0, 7.0):  # DLA's weights are relative to position 1; any scale of e gives the same W
+        weights = losses.ipw_weights(propensity * scale, mask)
+        got = losses.randomized_document_weights(clicks, observed, randomized, weights, mask)
+        assert torch.allclose(got, expected)
+
+
+def test_rebalance_keeps_the_expectation_under_the_click_probability_and_bounds_the_weight():
+    generator = torch.Generator().manual_seed(4)
+    no_click = torch.randn(64, 5, generator=generator)
+    p = torch.rand(64, 5, generator=generator).clamp(min=0.05)
+    with_click = no_click + torch.rand(64, 5, generator=generator) * 5 - no_click.clamp(max=0) / p  # A + B p >= 0
+    guarded = {c: losses.rebalance_weights(no_click, with_click, torch.full_like(p, c), p) for c in (0.0, 1.0)}
+    before = no_click + (with_click - no_click) * p
+    after = guarded[0.0] * (1 - p) + guarded[1.0] * p
+    assert torch.allclose(after, before, atol=1e-5)
+    assert (guarded[0.0] >= 0).all() and (guarded[1.0] >= 0).all()
+    untouched = no_click >= 0
+    assert torch.equal(guarded[0.0][untouched], no_click[untouched])
+    assert torch.equal(guarded[1.0][untouched], with_click[untouched])

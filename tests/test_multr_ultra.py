@@ -39,7 +39,7 @@ def main_args(settings, model_dir, data_dir, *extra):
 
 def test_main_py_trains_then_evaluates_multr(ultra_main, synthetic_data_dir, tmp_path):
     settings = settings_for(
-        tmp_path, "sample_num=2,simulator_steps=6,simulator_batch_size=16,simulator_log_every=3,seed=0,rerank_pilot_steps=2"
+        tmp_path, "sample_num=2,simulator_steps=6,simulator_batch_size=16,simulator_log_every=3,seed=0,rerank_weight=auto,rerank_pilot_steps=2"
     )
     model_dir = str(tmp_path / "model")
     train = run_ultra_main(
@@ -166,7 +166,7 @@ def test_cuda_graphs_train_like_eager_kernels(synthetic_data_dir):
         model, feed, data = build(
             synthetic_data_dir,
             "sample_num=3,simulator_steps=3,simulator_batch_size=8,seed=5,device=cuda,rerank_weight=paper,"
-            "cuda_graphs=%s" % graphs,
+            "imputation=sampled,dr_weight_guard=clip,cuda_graphs=%s" % graphs,
         )
         runs[graphs] = train_losses(model, feed, data, steps=3)
         assert isinstance(model.sampler, GraphedSampler) == (graphs == "auto")
@@ -174,7 +174,7 @@ def test_cuda_graphs_train_like_eager_kernels(synthetic_data_dir):
 
 
 def test_sample_num_zero_trains(synthetic_data_dir):
-    model, feed, data = build(synthetic_data_dir, "sample_num=0,simulator_steps=0,seed=1")
+    model, feed, data = build(synthetic_data_dir, "sample_num=0,rerank_weight=0,simulator_steps=0,seed=1")
     losses_ = train_losses(model, feed, data, steps=2)
     assert all(torch.isfinite(torch.tensor(losses_)))
 

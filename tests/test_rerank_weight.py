@@ -17,7 +17,7 @@ from test_multr_ultra import build, train_losses  # noqa: E402
 from ultra_multr.compat import runtime  # noqa: E402
 from ultra_multr.config import HParamError  # noqa: E402
 
-PILOT = "sample_num=2,simulator_steps=2,simulator_batch_size=8,seed=3,device=cpu,rerank_pilot_steps=3,log_every=0"
+PILOT = "rerank_weight=auto,sample_num=2,simulator_steps=2,simulator_batch_size=8,seed=3,device=cpu,rerank_pilot_steps=3,log_every=0"
 
 
 def read_valid(data_dir, max_candidate_num):
@@ -41,7 +41,7 @@ def test_pilot_restores_the_initial_state_and_the_run_equals_a_fixed_weight(synt
     assert model.global_step == 0 and model._optimizers is None
     auto_losses = train_losses(model, feed, data, steps=3)
 
-    fixed, feed, data = build(synthetic_data_dir, PILOT + ",rerank_weight=%r" % chosen)
+    fixed, feed, data = build(synthetic_data_dir, PILOT.replace("rerank_weight=auto", "rerank_weight=%r" % chosen))
     assert train_losses(fixed, feed, data, steps=3) == auto_losses
 
 
@@ -98,17 +98,19 @@ def test_without_a_validation_split_auto_falls_back_to_the_paper_weight(syntheti
 
 
 def test_weight_zero_computes_no_re_rankings(synthetic_data_dir, monkeypatch):
-    model, feed, data = build(synthetic_data_dir, "sample_num=4,simulator_steps=0,rerank_weight=0")
+    model, feed, data = build(synthetic_data_dir, "sample_num=4,simulator_steps=0,rerank_weight=0,imputation=sampled,dr_weight_guard=clip")
     batch = model.batch(feed.get_batch(data, check_validation=True)[0], model.rank_list_size)
     observed, randomized = model.pseudo_clicks(batch)
     assert randomized.shape[1] == 0 and observed.shape == batch.mask.shape
     assert model.hparams.rerank_candidates() == (0.0, 0.5, 0.8)
-    zero, _, _ = build(synthetic_data_dir, "sample_num=0,simulator_steps=0")
+    zero, _, _ = build(synthetic_data_dir, "sample_num=0,simulator_steps=0,rerank_weight=auto")
     assert zero.hparams.rerank_candidates() == (0.0,) and zero.rerank_weight is None
 
 
 def test_ranking_loss_reports_the_share_of_clipped_weights(synthetic_data_dir):
-    model, feed, data = build(synthetic_data_dir, "sample_num=2,simulator_steps=0,rerank_weight=paper,seed=2")
+    model, feed, data = build(
+        synthetic_data_dir, "sample_num=2,simulator_steps=0,rerank_weight=paper,imputation=sampled,dr_weight_guard=clip,seed=2"
+    )
     with torch.no_grad():  # steep propensities: large weights below the top
         model.propensity_model.linear_layer.weight.copy_(torch.linspace(0.0, -4.0, 10))
     batch = model.batch(feed.get_batch(data, check_validation=True)[0], model.rank_list_size)
@@ -123,7 +125,9 @@ def test_ranking_loss_reports_the_share_of_clipped_weights(synthetic_data_dir):
     "hparams, message",
     [
         ("rerank_weight=1.5", "rerank_weight must be in \\[0, 1\\]"),
-        ("rerank_weight=half", "rerank_weight must be \"auto\", \"paper\" or a number"),
+        ("rerank_weight=half", "rerank_weight must be \"randomized\", \"auto\", \"paper\" or a number"),
+        ("variant=eib", "rerank_weight=randomized corrects with propensities: it needs variant=dr"),
+        ("sample_num=0", "rerank_weight=randomized needs re-ranked lists, but sample_num=0"),
         ("sample_num=0,rerank_weight=0.5", "needs re-ranked lists, but sample_num=0"),
         ("rerank_weight_grid=[0,auto]", "rerank_weight_grid must be"),
         ("dr_weight_guard=abs", "dr_weight_guard must be one of"),
@@ -134,3 +138,20 @@ def test_bad_rerank_hparams_are_named(synthetic_data_dir, hparams, message):
     with pytest.raises(HParamError, match=message):
         build(synthetic_data_dir, hparams)
 
+
+
+def test_the_pilot_chooses_the_clearly_best_candidate(synthetic_data_dir, caplog):
+    """A simulator at its random initialisation (simulator_steps=0) imputes clicks that carry no
+    relevance: a = 1 (imputed clicks only) learns nothing, a = 0 (real clicks) learns the synthetic
+    labels.  Listed second, a = 0 must still win: the pilot takes the best score, not the first."""
+    model, _, _ = build(
+        synthetic_data_dir,
+        "rerank_weight=auto,rerank_weight_grid=[1,0],sample_num=2,simulator_steps=0,seed=3,device=cpu,"
+        "rerank_pilot_steps=10,log_every=0,imputation_samples=8",
+    )
+    with caplog.at_level(logging.INFO, logger="ultra_multr"):
+        chosen = model.select_rerank_weight(read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=32)
+    assert chosen == 0.0 and model.rerank_weight == 0.0
+    (line,) = [r.getMessage() for r in caplog.records if "rerank_weight=auto" in r.getMessage()]
+    scores = dict(pair.split(": ") for pair in line.split("by a: ")[1].split("; chosen")[0].split(", "))
+    assert float(scores["0.0000"]) > float(scores["1.0000"]) + 0.1, line

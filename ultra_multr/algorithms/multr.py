@@ -25,17 +25,24 @@ Algorithm 1 of the paper inside ULTRA's unmodified ``main.py``:
    doubly-robust loss of Eq. dr_loss: ``sample_num`` independent random
    re-rankings per query, pseudo clicks sampled from the frozen simulator on
    the observed list and on every re-ranking, the observed list corrected
-   with DLA's inverse propensity weights.  Each document's weight is
-   ``(1 - a) [c^o + (c - c^o) w] + a mean_s c^s``: ``a = S / (S + 1)`` is the
-   paper's average over ``|Pi| = sample_num + 1`` lists
-   (``rerank_weight=paper``); by default ``a`` is chosen before the first
-   update by a short pilot scored on the validation split
-   (:mod:`.rerank_weight`), and the weight is clamped at >= 0
-   (``dr_weight_guard=clip``; the paper's form is unbounded below).
-   ``variant=eib`` gives EIB-MULTR.  ``imputation=expected`` uses the
-   pseudo clicks' expectations instead, estimated once per training list
-   after the simulator is frozen (the loss's expectation is the same without
-   the guard; see :mod:`ultra_multr.imputation`).
+   with DLA's inverse propensity weights.  By default
+   (``rerank_weight=randomized``) each document's weight is
+   ``mean_s c^s + (c - c^o) e_bar / e_k``, whose expectation is proportional
+   to the click probability under random orders when either the simulator
+   or the propensities are exact (docs/estimator_targets.md).  The paper's
+   weight is ``(1 - a) [c^o + (c - c^o) w] + a mean_s c^s``: ``a = S / (S + 1)``
+   is its average over ``|Pi| = sample_num + 1`` lists
+   (``rerank_weight=paper``); ``rerank_weight=auto`` chooses ``a`` before the
+   first update by a short pilot scored on the validation split
+   (:mod:`.rerank_weight`).  ``variant=eib`` gives EIB-MULTR.  By default
+   (``imputation=expected``) the pseudo clicks are their expectations,
+   estimated once per training list after the simulator is frozen (see
+   :mod:`ultra_multr.imputation`); ``imputation=sampled`` (the paper's)
+   samples them every step.  A weight that would be negative without a click
+   (the loss would be unbounded below) is rebalanced so that its expectation
+   under the simulator's click probability is unchanged
+   (``dr_weight_guard=rebalance``, :func:`ultra_multr.losses.rebalance_weights`;
+   ``clip`` clamps weights at >= 0, ``none`` is the paper's form).
 
 Where this follows the paper and where it differs:
 
@@ -117,6 +124,8 @@ CUDA_GRAPHS = ("auto", "on", "off")
 HELDOUT_SPLIT_STREAM, HELDOUT_FEED_STREAM = 1, 2
 #: A progress line at least this often while the simulator trains.
 LOG_SECONDS = 60.0
+#: rerank_weight's value for :func:`ultra_multr.losses.randomized_document_weights`.
+RANDOMIZED = "randomized"
 #: What metadata keys a checkpoint must match to be of the same data.
 FINGERPRINTS = ("data_fingerprint", "click_model_fingerprint")
 
@@ -159,18 +168,30 @@ class DoublyRobustConfig(AlgorithmConfig):
             early stopping; the last state is kept, as in the paper).
         simulator_log_every: progress line every this many simulator steps
             (0: none by steps); also one at least every LOG_SECONDS seconds.
-        dr_weight_guard: "clip" (per-document weights of Eq. dr_loss clamped
-            at >= 0, so the loss is bounded below) or "none" (the paper's form).
-        rerank_weight: weight a of the re-ranked (imputed) term, W_d =
+        dr_weight_guard: "rebalance" (default, needs imputation=expected:
+            where a weight without a click would be < 0, it is 0 without a
+            click and E_p[W] / p with one, p the simulator's click
+            probability; :func:`ultra_multr.losses.rebalance_weights`),
+            "clip" (weights clamped at >= 0; biased where it acts,
+            docs/estimator_targets.md) or "none" (the paper's form, unbounded
+            below).
+        rerank_weight: the estimator.  "randomized" (default): W_d =
+            mean_s c^s_d + (c_d - c^o_d) e_bar / e_k(d), whose expectation
+            is proportional to the click probability under random orders
+            when the simulator or the propensities are exact
+            (:func:`ultra_multr.losses.randomized_document_weights`,
+            docs/estimator_targets.md; variant "dr" only).  Otherwise the
+            weight a of the re-ranked (imputed) term of Eq. dr_loss, W_d =
             (1 - a) [c^o_d + (c_d - c^o_d) w_d] + a mean_s c^s_d: "paper"
             (S / (S + 1), Eq. dr_loss as printed), a number in [0, 1], or
             "auto" (chosen from ``rerank_weight_grid`` by a pilot scored on
             the validation split, :mod:`ultra_multr.algorithms.rerank_weight`).
         rerank_weight_grid: candidates of "auto" ("paper" or numbers).
         rerank_pilot_steps: ranker updates of each pilot run of "auto".
-        imputation: "sampled" (pseudo clicks sampled every step, the paper's)
-            or "expected" (their expectations, estimated once per training
-            list after the simulator is frozen; see ultra_multr.imputation).
+        imputation: "expected" (default: the pseudo clicks' expectations,
+            estimated once per training list after the simulator is frozen;
+            see ultra_multr.imputation) or "sampled" (sampled every step,
+            the paper's).
         imputation_samples: Monte-Carlo sessions per list and order type of
             "expected" (standard error <= 0.5 / sqrt(imputation_samples)).
         cuda_graphs: "auto" (on when the device is CUDA), "on" or "off":
@@ -198,11 +219,11 @@ class DoublyRobustConfig(AlgorithmConfig):
     simulator_eval_every: int = 250
     simulator_patience: int = 5
     simulator_log_every: int = 500
-    dr_weight_guard: str = "clip"
-    rerank_weight: str = "auto"
+    dr_weight_guard: str = "rebalance"
+    rerank_weight: str = "randomized"
     rerank_weight_grid: Tuple[str, ...] = ("0", "0.5", "paper")
     rerank_pilot_steps: int = 200
-    imputation: str = "sampled"
+    imputation: str = "expected"
     imputation_samples: int = 256
     cuda_graphs: str = "auto"
 
@@ -243,9 +264,22 @@ class DoublyRobustConfig(AlgorithmConfig):
             self.dr_weight_guard in losses.WEIGHT_GUARDS,
             "dr_weight_guard must be one of %s, got %r" % (losses.WEIGHT_GUARDS, self.dr_weight_guard),
         )
+        require(
+            self.dr_weight_guard != "rebalance" or self.imputation == "expected",
+            "dr_weight_guard=rebalance moves weight by the simulator's click probabilities: it needs "
+            "imputation=expected, got imputation=%s (with sampled pseudo clicks use dr_weight_guard=clip or none)"
+            % self.imputation,
+        )
         object.__setattr__(self, "rerank_weight_grid", tuple(self.rerank_weight_grid))
         require(self.rerank_pilot_steps > 0, "rerank_pilot_steps must be > 0, got %d" % self.rerank_pilot_steps)
-        if self.rerank_weight != "auto":
+        if self.rerank_weight == RANDOMIZED:
+            require(
+                self.variant == "dr",
+                'rerank_weight=randomized corrects with propensities: it needs variant=dr, got variant=%s '
+                '(EIB-MULTR: rerank_weight=auto, paper or a number)' % self.variant,
+            )
+            require(self.sample_num > 0, "rerank_weight=randomized needs re-ranked lists, but sample_num=0")
+        elif self.rerank_weight != "auto":
             self.resolve_rerank_weight(self.rerank_weight, "rerank_weight")
         require(len(self.rerank_weight_grid) > 0, "rerank_weight_grid must not be empty")
         for value in self.rerank_weight_grid:
@@ -258,7 +292,9 @@ class DoublyRobustConfig(AlgorithmConfig):
         try:
             weight = float(value)
         except ValueError:
-            raise ValueError('%s must be "auto", "paper" or a number in [0, 1], got %r' % (name, value)) from None
+            raise ValueError(
+                '%s must be "randomized", "auto", "paper" or a number in [0, 1], got %r' % (name, value)
+            ) from None
         require(0.0 <= weight <= 1.0, "%s must be in [0, 1], got %r" % (name, value))
         require(
             weight == 0.0 or self.sample_num > 0 or not needs_sample_num,
@@ -317,10 +353,15 @@ class DoublyRobustMixin:
         )
         #: what samples pseudo clicks: the simulator, or its CUDA-graph replay (set when it is frozen).
         self.sampler: Union[ContextAwareUserSimulator, GraphedSampler] = self.simulator
-        #: a of Eq. dr_loss; None until "auto" has chosen it (first update).
+        #: the estimator's form: "randomized" or Eq. dr_loss's "mixture".
+        self.dr_form = "randomized" if config.rerank_weight == RANDOMIZED else "mixture"
+        #: a of Eq. dr_loss; None until "auto" has chosen it (first update); 1.0 for
+        #: "randomized" (its re-ranked term has full weight; a is not used).
         self.rerank_weight: Optional[float] = (
             None
             if config.rerank_weight == "auto"
+            else 1.0
+            if config.rerank_weight == RANDOMIZED
             else config.resolve_rerank_weight(config.rerank_weight, "rerank_weight")
         )
 
@@ -689,7 +730,7 @@ class DoublyRobustMixin:
         observed, randomized = self.pseudo_clicks(batch)
         loss, unguarded = losses.dr_loss_and_weights(
             scores, batch.mask, batch.labels, observed, randomized, weights,
-            self.hparams.variant, self.rerank_weight, self.hparams.dr_weight_guard,
+            self.hparams.variant, self.rerank_weight, self.hparams.dr_weight_guard, self.dr_form,
         )
         return loss, {
             "pseudo_clicks_per_list": float(observed.sum(-1).mean()),

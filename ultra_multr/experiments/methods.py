@@ -151,7 +151,7 @@ TABLE_2_METHODS = (
     ("pal", "PAL", BASELINE, "ultra_multr.PAL", {}, {}),
     ("naive", "Naive", BASELINE, "ultra_multr.Naive", {}, {}),
     ("rand_multr", "Rand-MULTR", MULTR, "ultra_multr.MULTR", {"variant": "dr", "simulator_steps": 0}, {}),
-    ("eib_multr", "EIB-MULTR", MULTR, "ultra_multr.MULTR", {"variant": "eib"}, {}),
+    ("eib_multr", "EIB-MULTR", MULTR, "ultra_multr.MULTR", {"variant": "eib", "rerank_weight": "auto"}, {}),
     # MULTR's doubly robust loss on a second IPW framework: IPW with given
     # position propensities (from a position-based click model's JSON, e.g.
     # settings/click_models/pbm_eta1_eps0.1_ymax2.json, or `propensities`).

@@ -10,6 +10,7 @@ Every public name is re-exported here, so ``losses.dr_loss`` works.
 """
 from .dla import PROBABILITY_FUNCTIONS, dla_softmax_loss, ipw_weights, logits_to_probability
 from .dr import (
+    FORMS,
     VARIANTS,
     WEIGHT_GUARDS,
     apply_weight_guard,
@@ -18,6 +19,8 @@ from .dr import (
     dr_loss_and_weights,
     negative_weight_share,
     paper_rerank_weight,
+    randomized_document_weights,
+    rebalance_weights,
 )
 from .ipw import ipw_loss
 from .listwise import listwise_document_losses, masked_log_softmax, masked_mean, weighted_listwise_loss
@@ -26,6 +29,9 @@ from .pal import log1mexp, pal_click_log_probability, pal_click_loss
 from .rem import online_em_update, rem_posteriors, sigmoid_cross_entropy
 
 __all__ = [
+    "FORMS",
+    "randomized_document_weights",
+    "rebalance_weights",
     "PROBABILITY_FUNCTIONS",
     "VARIANTS",
     "WEIGHT_GUARDS",

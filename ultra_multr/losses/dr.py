@@ -13,8 +13,12 @@ from .listwise import weighted_listwise_loss
 
 
 VARIANTS = ("dr", "eib")
-#: "clip": per-document weights clamped at >= 0; "none": the paper's form.
-WEIGHT_GUARDS = ("clip", "none")
+#: "mixture": Eq. dr_loss's (1 - a) observed + a re-ranked terms (the paper's at
+#: a = S / (S + 1)); "randomized": :func:`randomized_document_weights`.
+FORMS = ("mixture", "randomized")
+#: "clip": per-document weights clamped at >= 0; "none": the paper's form;
+#: "rebalance": :func:`rebalance_weights` (needs pseudo-click probabilities).
+WEIGHT_GUARDS = ("clip", "none", "rebalance")
 
 
 def paper_rerank_weight(sample_num: int) -> float:
@@ -27,6 +31,8 @@ def apply_weight_guard(document_weights: torch.Tensor, guard: str) -> torch.Tens
     "none" (the paper's form) leaves them as they are."""
     if guard not in WEIGHT_GUARDS:
         raise ValueError("guard must be one of %s, got %r" % (WEIGHT_GUARDS, guard))
+    if guard == "rebalance":
+        raise ValueError('guard "rebalance" needs the weights with and without a click: use dr_loss_and_weights')
     return document_weights.clamp(min=0.0) if guard == "clip" else document_weights
 
 
@@ -93,6 +99,64 @@ def dr_document_weights(
     return apply_weight_guard(torch.where(mask, total, torch.zeros_like(total)), guard)
 
 
+def randomized_document_weights(
+    clicks: torch.Tensor,
+    observed_pseudo_clicks: torch.Tensor,
+    randomized_pseudo_clicks: torch.Tensor,
+    weights: torch.Tensor,
+    mask: torch.Tensor,
+) -> torch.Tensor:
+    """Weights whose expectation is a document's click probability under
+    uniformly random orders (the randomisation target T_d), up to a factor
+    common to the list, when either the simulator or the propensities are
+    exact (position-based examination; docs/estimator_targets.md):
+
+        W_d = mean_s c^s_d + (c_d - c^o_d) e_bar / e_k(d)
+
+    with e_k(d) the propensity of d's position on the observed list and
+    e_bar the mean propensity over the list's real positions.  From DLA's
+    weights w_k = e_1 / e_k it is ``w_k * mean_j (1 / w_j)``: scale-free.
+
+    Args: as :func:`dr_document_weights` (``weights`` > 0 at real slots).
+
+    Returns:
+        [B, N] weights, 0 at padded slots (negative where c_d = 0 and
+        c^o_d e_bar / e_k(d) > mean_s c^s_d).
+    """
+    inverse = torch.where(mask, 1.0 / torch.where(mask, weights, torch.ones_like(weights)), torch.zeros_like(weights))
+    mean_inverse = inverse.sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1)
+    total = randomized_pseudo_clicks.mean(dim=1) + (clicks - observed_pseudo_clicks) * weights * mean_inverse
+    return torch.where(mask, total, torch.zeros_like(total))
+
+
+def rebalance_weights(
+    no_click: torch.Tensor, with_click: torch.Tensor, clicks: torch.Tensor, click_probability: torch.Tensor
+) -> torch.Tensor:
+    """A guard that keeps the weight's expectation under the simulator's click probability.
+
+    Every form is linear in the real click, W = A + B c, with A the weight
+    without a click.  Where A < 0 (the loss would be unbounded below), the
+    weight becomes ``c (A + B p) / p``: 0 without a click and the weight's
+    expectation under the simulator's click probability p divided by p with
+    one, so E[W] is unchanged when p is the click's probability (an exact
+    simulator), and W >= 0 whenever A + B p >= 0 (true of both forms: it is
+    ``(1 - a) p + a m`` for the mixture and m for "randomized").  Where
+    A >= 0 the weight is left alone.
+
+    Args:
+        no_click, with_click: [B, N] A and A + B.
+        clicks: [B, N] real clicks.
+        click_probability: [B, N] p, the simulator's click probability on the
+            observed list (``imputation=expected``), in [0, 1].
+
+    Returns:
+        [B, N] guarded weights.
+    """
+    expected = no_click + (with_click - no_click) * click_probability
+    moved = clicks * expected / click_probability.clamp(min=torch.finfo(expected.dtype).tiny)
+    return torch.where(no_click < 0, moved, no_click + (with_click - no_click) * clicks)
+
+
 def negative_weight_share(document_weights: torch.Tensor, mask: torch.Tensor) -> float:
     """Share of real documents whose weight is < 0 (those "clip" sets to 0).
 
@@ -114,8 +178,12 @@ def dr_loss_and_weights(
     variant: str = "dr",
     rerank_weight: Optional[float] = None,
     guard: str = "clip",
+    form: str = "mixture",
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Eq. dr_loss, and the unguarded per-document weights it was built from.
+    """Eq. dr_loss (``form="mixture"``) or the randomised-target form
+    (``form="randomized"``: :func:`randomized_document_weights`, variant
+    "dr" only, ``rerank_weight`` unused), and the unguarded per-document
+    weights it was built from.
 
     Args: as in :func:`dr_loss`.
 
@@ -124,10 +192,31 @@ def dr_loss_and_weights(
         :func:`dr_document_weights` with guard "none", e.g. for
         :func:`negative_weight_share`).
     """
-    unguarded = dr_document_weights(
-        clicks, observed_pseudo_clicks, randomized_pseudo_clicks, weights, mask, variant, rerank_weight, "none"
-    )
-    guarded = apply_weight_guard(unguarded, guard)
+    if form not in FORMS:
+        raise ValueError("form must be one of %s, got %r" % (FORMS, form))
+    if form == "randomized":
+        if variant != "dr":
+            raise ValueError("form 'randomized' corrects with propensities: variant must be 'dr', got %r" % variant)
+        if randomized_pseudo_clicks.shape[1] == 0:
+            raise ValueError("form 'randomized' needs re-ranked pseudo clicks, got S = 0")
+
+    def weights_for(real_clicks: torch.Tensor) -> torch.Tensor:
+        if form == "randomized":
+            return randomized_document_weights(
+                real_clicks, observed_pseudo_clicks, randomized_pseudo_clicks, weights, mask
+            )
+        return dr_document_weights(
+            real_clicks, observed_pseudo_clicks, randomized_pseudo_clicks, weights, mask, variant, rerank_weight, "none"
+        )
+
+    unguarded = weights_for(clicks)
+    if guard == "rebalance":
+        guarded = rebalance_weights(
+            weights_for(torch.zeros_like(clicks)), weights_for(torch.ones_like(clicks)), clicks, observed_pseudo_clicks
+        )
+        guarded = torch.where(mask, guarded, torch.zeros_like(guarded))
+    else:
+        guarded = apply_weight_guard(unguarded, guard)
     return weighted_listwise_loss(scores, mask, guarded.detach()), unguarded
 
 
@@ -141,8 +230,9 @@ def dr_loss(
     variant: str = "dr",
     rerank_weight: Optional[float] = None,
     guard: str = "clip",
+    form: str = "mixture",
 ) -> torch.Tensor:
-    """Eq. dr_loss of the paper, averaged over the queries of the batch.
+    """Eq. dr_loss of the paper (or ``form``'s weights), averaged over the queries of the batch.
 
     Args:
         scores: [B, N] ranker scores of the observed list (gradients flow here).
@@ -153,5 +243,6 @@ def dr_loss(
         scalar: ``mean_q sum_d W_qd Delta(d | q)``.
     """
     return dr_loss_and_weights(
-        scores, mask, clicks, observed_pseudo_clicks, randomized_pseudo_clicks, weights, variant, rerank_weight, guard
+        scores, mask, clicks, observed_pseudo_clicks, randomized_pseudo_clicks, weights, variant, rerank_weight, guard,
+        form,
     )[0]
