@@ -134,6 +134,12 @@ def _make_run(
     )
 
 
+def _describe(run: RunSpec) -> str:
+    sweep = run.info["sweep"]
+    where = "sweep %r value %r" % (sweep["name"], sweep["value"]) if sweep else "the methods list"
+    return "%s seed %d from %s" % (run.method, run.seed, where)
+
+
 def expand_runs(config: ExperimentConfig) -> List[RunSpec]:
     """Every run of the config: methods x datasets x folds x seeds, then the sweeps."""
     runs = []
@@ -151,7 +157,8 @@ def expand_runs(config: ExperimentConfig) -> List[RunSpec]:
     seen: Dict[str, RunSpec] = {}
     for run in runs:
         if run.run_dir in seen:
-            raise ConfigError("%s: two runs share the folder %s" % (config.path, run.run_dir))
+            raise ConfigError("%s: two runs share the folder %s: %s and %s"
+                              % (config.path, run.run_dir, _describe(seen[run.run_dir]), _describe(run)))
         seen[run.run_dir] = run
     return runs
 

@@ -111,6 +111,21 @@ def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._=+-]", "_", str(text))
 
 
+def _folder_names(names: Any, where: str, what: str) -> Dict[str, str]:
+    """Each name's folder name (:func:`safe_name`); two names that share one folder are refused, naming both."""
+    folders: Dict[str, str] = {}
+    for name in names:
+        folder = safe_name(name)
+        other = next((o for o, f in folders.items() if f == folder), None)
+        _require(
+            other is None, where,
+            "the %s names %r and %r both become the folder %r (characters other than letters, digits and ._=+- "
+            "are replaced by _); rename one" % (what, other, name, folder),
+        )
+        folders[name] = folder
+    return folders
+
+
 def _require(condition: bool, path: str, message: str) -> None:
     if not condition:
         raise ConfigError("%s: %s" % (path, message))
@@ -233,10 +248,12 @@ def load_config(path: str) -> ExperimentConfig:
 
     datasets: Dict[str, Dict[str, str]] = {}
     _require(isinstance(raw["datasets"], dict) and raw["datasets"], path + ": datasets", "expected a non-empty object")
+    dataset_names = _folder_names(raw["datasets"], path + ": datasets", "dataset")
     for name, folds in raw["datasets"].items():
         folds = {"all": folds} if isinstance(folds, str) else folds
         _require(isinstance(folds, dict) and folds, "%s: datasets.%s" % (path, name), "expected a path or {fold: path}")
-        datasets[safe_name(name)] = {safe_name(f): resolve_path(base_dir, d) for f, d in folds.items()}
+        fold_names = _folder_names(folds, "%s: datasets.%s" % (path, name), "fold")
+        datasets[dataset_names[name]] = {fold_names[f]: resolve_path(base_dir, d) for f, d in folds.items()}
 
     methods = raw["methods"]
     _require(isinstance(methods, list), path + ": methods", "expected a list of names")
