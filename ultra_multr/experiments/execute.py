@@ -7,7 +7,7 @@ import shutil
 import socket
 import subprocess
 import time
-from typing import Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
 from ..data.ultra_format import atomic_write_text
 from .evaluate import PER_QUERY_CSV
@@ -46,6 +46,12 @@ def _tail(path: str, lines: int = 20) -> str:
         return "".join(handle.readlines()[-lines:])
 
 
+def write_failure(run_dir: str, reason: str, **details: Any) -> None:
+    """``<run_dir>/failed.json``: the reason and what explains it (a step's argv and stderr tail, or a traceback)."""
+    os.makedirs(run_dir, exist_ok=True)
+    atomic_write_text(os.path.join(run_dir, FAILED_FILE), json.dumps({"reason": reason, **details}, indent=1) + "\n")
+
+
 def execute_run(run: RunSpec, commands: CommandFactory, threads: int) -> Optional[str]:
     """Run one pending run; returns None on success, else a one-line reason."""
     if os.path.isdir(run.run_dir):  # left over from an interrupted or failed attempt
@@ -81,13 +87,12 @@ def execute_run(run: RunSpec, commands: CommandFactory, threads: int) -> Optiona
         timings[step] = round(time.time() - step_start, 2)
         if code != 0:
             reason = "step %r exited with code %d (see %s)" % (step, code, err_path)
-            atomic_write_text(
-                os.path.join(run.run_dir, FAILED_FILE),
-                json.dumps({"reason": reason, "argv": argv, "stderr_tail": _tail(err_path)}, indent=1) + "\n",
-            )
+            write_failure(run.run_dir, reason, argv=argv, stderr_tail=_tail(err_path))
             return reason
     if not os.path.isfile(os.path.join(run.run_dir, PER_QUERY_CSV)):
-        return "the steps finished but wrote no %s" % PER_QUERY_CSV
+        reason = "the steps finished but wrote no %s" % PER_QUERY_CSV
+        write_failure(run.run_dir, reason)
+        return reason
     done = {"fingerprint": run.fingerprint, "data": run.data_id, "seconds": round(time.time() - started, 2), "step_seconds": timings}
     atomic_write_text(os.path.join(run.run_dir, DONE_FILE), json.dumps(done, indent=1) + "\n")
     return None

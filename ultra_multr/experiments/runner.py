@@ -33,15 +33,16 @@ import signal
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 
 from . import methods as registry
-from .execute import execute_run, resolve_threads
+from .execute import resolve_threads, write_failure
+from .executors import EXECUTORS, JOBS_DIR, Outcome, run_outcomes
 from .lock import RunnerLock, RunnerLockError
 from .processes import CHILDREN
 from .runs import CommandFactory, RunSpec, default_commands, expand_runs, find_main_py, run_status
+from .slurm_config import SlurmConfig, sbatch_script
 from .study_config import ConfigError, ExperimentConfig, load_config
 
 __all__ = [
@@ -84,15 +85,22 @@ def run_all(
     commands: CommandFactory = default_commands,
     progress: bool = True,
     threads: Optional[int] = None,
+    executor: str = "local",
+    slurm: Optional[SlurmConfig] = None,
 ) -> RunReport:
-    """Execute the pending runs, ``workers`` at a time, skipping finished ones.
+    """Execute the pending runs on ``executor``, skipping finished ones.
 
     Holds ``<output_dir>/runner.lock`` throughout and logs progress to
     ``<output_dir>/runner.log``.  SIGINT / SIGTERM (when called from the main
-    thread) kill the running steps' process groups and raise KeyboardInterrupt.
+    thread) kill the running steps' process groups (and cancel submitted jobs)
+    and raise KeyboardInterrupt.
 
     Args:
-        threads: OMP/MKL/OpenBLAS threads per step (see :func:`resolve_threads`).
+        workers: runs at once in the local pool (other executors ignore it).
+        threads: OMP/MKL/OpenBLAS threads per step (see :func:`resolve_threads`;
+            on SLURM the default is the config's ``cpus_per_task``).
+        executor: one of :data:`.executors.EXECUTORS` (see :mod:`.executors`).
+        slurm: the resources of the submitit executors (default: :class:`SlurmConfig`'s).
 
     Raises:
         ConfigError: some run folders were finished under a different
@@ -101,7 +109,13 @@ def run_all(
     """
     if workers < 1:
         raise ValueError("workers must be >= 1, got %d" % workers)
-    threads = resolve_threads(workers, threads)
+    if executor not in EXECUTORS:
+        raise ValueError("unknown executor %r; choose from %s" % (executor, ", ".join(EXECUTORS)))
+    slurm = slurm or SlurmConfig()
+    if executor == "slurm":  # the nodes' cores, not this machine's
+        threads = slurm.cpus_per_task if threads is None else resolve_threads(1, threads)
+    else:
+        threads = resolve_threads(workers, threads)
     with RunnerLock(output_dir):
         statuses = [run_status(run) for run in runs]
         stale = [run.run_dir for run, status in zip(runs, statuses) if status == "stale"]
@@ -117,7 +131,10 @@ def run_all(
         CHILDREN.stopping = False
         log, handler = _progress_logger(output_dir)
         try:
-            failed = _run_pending(pending, workers, commands, threads, progress, log, len(runs))
+            log.info("%d of %d run(s) to do, executor %s, %d worker(s), %d thread(s) each",
+                     len(pending), len(runs), executor, workers, threads)
+            outcomes = run_outcomes(pending, executor, commands, threads, workers, output_dir, slurm, log)
+            failed = _collect(outcomes, len(pending), progress, log)
         finally:
             for sig, handler_before in previous.items():
                 signal.signal(sig, handler_before)
@@ -126,37 +143,27 @@ def run_all(
     return RunReport(skipped=len(runs) - len(pending), finished=len(pending) - len(failed), failed=failed)
 
 
-def _run_pending(
-    pending: Sequence[RunSpec], workers: int, commands: CommandFactory, threads: int, progress: bool,
-    log: logging.Logger, total: int,
-) -> Dict[str, str]:
+def _collect(outcomes: Iterator[Outcome], n_pending: int, progress: bool, log: logging.Logger) -> Dict[str, str]:
+    """Log each outcome, write failed.json for a run that raised or whose job died; run_dir -> reason of the failed."""
     from tqdm import tqdm
 
-    log.info("%d of %d run(s) to do, %d worker(s), %d thread(s) each", len(pending), total, workers, threads)
     failed: Dict[str, str] = {}
     started = time.time()
-    pool = ThreadPoolExecutor(max_workers=workers)
     try:
-        with tqdm(total=len(pending), desc="runs", unit="run", disable=None if progress else True) as bar:
-            futures = {pool.submit(execute_run, run, commands, threads): run for run in pending}
-            for count, future in enumerate(as_completed(futures), 1):
-                run = futures[future]
-                try:
-                    reason = future.result()
-                except Exception as error:  # a bug or I/O error in one run must not stop the others
-                    reason = "%s: %s" % (type(error).__name__, error)
+        with tqdm(total=n_pending, desc="runs", unit="run", disable=None if progress else True) as bar:
+            for count, (run, reason, details) in enumerate(outcomes, 1):
                 if reason is not None:
+                    if details:  # execute_run did not get to write failed.json
+                        write_failure(run.run_dir, reason, **details)
                     failed[run.run_dir] = reason
-                    log.error("[%d/%d] FAILED %s: %s", count, len(pending), run.run_dir, reason)
+                    log.error("[%d/%d] FAILED %s: %s", count, n_pending, run.run_dir, reason)
                 else:
-                    log.info("[%d/%d] done %s (%.0f s elapsed)", count, len(pending), run.run_dir, time.time() - started)
+                    log.info("[%d/%d] done %s (%.0f s elapsed)", count, n_pending, run.run_dir, time.time() - started)
                 bar.update(1)
     except BaseException:
-        CHILDREN.kill_all()
-        pool.shutdown(wait=True, cancel_futures=True)
+        outcomes.close()  # stops the executor's runs
         log.error("stopped; the unfinished runs start again on the next invocation")
         raise
-    pool.shutdown(wait=True)
     log.info("finished: %d failed, %.0f s", len(failed), time.time() - started)
     return failed
 
@@ -174,7 +181,13 @@ def main(argv: Sequence[str] = None) -> int:
         "--threads", type=int, default=None,
         help="OMP/MKL/OpenBLAS threads per run (default: $OMP_NUM_THREADS if set, else cores // workers)",
     )
-    parser.add_argument("--dry-run", action="store_true", help="list the runs and their status; run nothing")
+    parser.add_argument(
+        "--executor", choices=EXECUTORS, default="local",
+        help="local: a process pool on this machine (default); slurm: one SLURM job array with the config's "
+        "\"slurm\" resources; submitit-local: the same jobs as processes here; debug: in this process, one by one",
+    )
+    parser.add_argument("--dry-run", action="store_true",
+                        help="list the runs and their status (with --executor slurm: the batch script); run nothing")
     parser.add_argument("--aggregate", metavar="RUNS_DIR", help="only aggregate the finished runs under RUNS_DIR")
     parser.add_argument("--out", help="output directory of --aggregate")
     parser.add_argument("--alpha", type=float, default=None, help="significance level (default 0.05)")
@@ -208,10 +221,15 @@ def main(argv: Sequence[str] = None) -> int:
             print("%-8s %s" % (run_status(run), run.run_dir))
             for step, command in default_commands(run):
                 print("    %s: %s" % (step, " ".join(command)))
+        if args.executor == "slurm":
+            pending = sum(run_status(run) == "pending" for run in runs)
+            print("sbatch script of the %d pending run(s):" % pending)
+            print(sbatch_script(config.slurm, os.path.join(config.output_dir, JOBS_DIR, "%j"), pending))
         return 0
     try:
-        report = run_all(runs, config.output_dir, workers=args.workers, threads=args.threads)
-    except (ConfigError, RunnerLockError, ValueError) as error:
+        report = run_all(runs, config.output_dir, workers=args.workers, threads=args.threads,
+                         executor=args.executor, slurm=config.slurm)
+    except (ConfigError, RunnerLockError, ValueError, RuntimeError) as error:
         print("error: %s" % error, file=sys.stderr)
         return 2
     print("%d run(s) finished, %d skipped (already done), %d failed" % (report.finished, report.skipped, len(report.failed)))

@@ -21,7 +21,8 @@ package), ``python``
 (default: this interpreter), ``eval_split`` (default "test"),
 ``extra_methods`` ({name: {label, role, learning_algorithm,
 learning_algorithm_hparams, train_input_hparams}}), ``significance``
-({alpha, n_permutations, seed}).  A dataset given as a string is one fold
+({alpha, n_permutations, seed}), ``slurm`` (the resources of
+``--executor slurm``: :mod:`.slurm_config`).  A dataset given as a string is one fold
 named "all".  Each run's seed is also passed as ``seed=`` in
 ``learning_algorithm_hparams`` and ``train_input_hparams`` unless the config
 sets one there (e.g. to keep one click log across seeds).  A sweep may add ``folds`` (run only on those folds) and ``overrides`` (sections applied to all its
@@ -34,11 +35,13 @@ import copy
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from ..config import HParamError, parse_json_fields
 from . import methods as registry
 from .jsonfile import JsonFileError, read_json
+from .slurm_config import SlurmConfig
 
 #: main.py flags a config may set, with their types.  The boolean flags
 #: (--test_only, --test_while_train) are left out: main.py parses them with
@@ -57,7 +60,7 @@ SEEDED_SECTIONS = ("learning_algorithm_hparams", "train_input_hparams")
 DEFAULT_MAIN_ARGS = {"batch_size": 256, "max_train_iteration": 10000, "steps_per_checkpoint": 50}
 _CONFIG_KEYS = {
     "output_dir", "datasets", "methods", "seeds", "settings", "method_overrides", "main_args", "sweeps",
-    "main_py", "python", "eval_split", "extra_methods", "significance",
+    "main_py", "python", "eval_split", "extra_methods", "significance", "slurm",
 }
 _SWEEP_KEYS = {"name", "methods", "section", "parameter", "values", "overrides", "folds"}
 PATH_SUFFIXES = ("_json", "_path", "_file", "_dir")
@@ -96,6 +99,7 @@ class ExperimentConfig:
     python: str
     eval_split: str
     significance: Dict[str, Any]
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
 
     @property
     def runs_dir(self) -> str:
@@ -279,6 +283,10 @@ def load_config(path: str) -> ExperimentConfig:
     _require(isinstance(significance, dict), path + ": significance", "expected an object")
     unknown = set(significance) - {"alpha", "n_permutations", "seed"}
     _require(not unknown, path + ": significance", "unknown keys %s; known: alpha, n_permutations, seed" % sorted(unknown))
+    try:
+        slurm = parse_json_fields(SlurmConfig, raw.get("slurm", {}), path + ": slurm")
+    except HParamError as error:
+        raise ConfigError(str(error)) from None
     main_py = raw.get("main_py")
     return ExperimentConfig(
         path=path,
@@ -294,5 +302,6 @@ def load_config(path: str) -> ExperimentConfig:
         python=raw.get("python", sys.executable),
         eval_split=raw.get("eval_split", "test"),
         significance=dict(significance),
+        slurm=slurm,
     )
 
