@@ -8,7 +8,7 @@ import sys
 import pytest
 from conftest import require, require_ultra
 
-from ultra_multr.experiments.executors import make_executor
+from ultra_multr.experiments.executors import ARRAY_FILE, make_executor, refuse_a_running_array
 from ultra_multr.experiments.runner import ConfigError, expand_runs, find_main_py, load_config, main, run_all
 from ultra_multr.experiments.slurm_config import sbatch_script
 
@@ -104,16 +104,32 @@ def test_slurm_job_array_resources_come_from_the_config(tmp_path, capsys, monkey
     assert os.path.join(str(tmp_path), "out", "jobs", "%j") in script
 
     # The executor the runner submits with writes the same script (sbatch needs srun on PATH to start).
-    fake_bin = tmp_path / "bin"
-    fake_bin.mkdir()
-    (fake_bin / "srun").write_text("#!/bin/sh\n")
-    (fake_bin / "srun").chmod(stat.S_IRWXU)
-    monkeypatch.setenv("PATH", "%s:%s" % (fake_bin, os.environ["PATH"]))
+    _fake_slurm_command(tmp_path, monkeypatch, "srun", "")
     folder = str(tmp_path / "out" / "jobs" / "%j")
     slurm = load_config(config).slurm
     executor = make_executor("slurm", folder, slurm)
     executor.parameters["map_count"] = 3  # as SlurmExecutor sets it for a three-run array
     assert executor._make_submission_file_text(executor._submitit_command_str, "x") == sbatch_script(slurm, folder, 3)
+
+
+def _fake_slurm_command(tmp_path, monkeypatch, name, output):
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir(exist_ok=True)
+    (fake_bin / name).write_text("#!/bin/sh\nprintf '%s'\n" % output)
+    (fake_bin / name).chmod(stat.S_IRWXU)
+    monkeypatch.setenv("PATH", "%s:%s" % (fake_bin, os.environ["PATH"]))
+
+
+def test_a_new_array_is_refused_while_the_last_one_of_the_folder_still_runs(tmp_path, monkeypatch):
+    folder = str(tmp_path / "jobs")
+    refuse_a_running_array(folder)  # nothing submitted yet
+    os.makedirs(folder)
+    (tmp_path / "jobs" / ARRAY_FILE).write_text(json.dumps({"array_id": "4242"}))
+    _fake_slurm_command(tmp_path, monkeypatch, "squeue", "4242_3\\n4242_[4-9%%2]\\n")
+    with pytest.raises(RuntimeError, match=r"2 job\(s\) .* still queued or running \(4242_3 .*scancel 4242"):
+        refuse_a_running_array(folder)
+    _fake_slurm_command(tmp_path, monkeypatch, "squeue", "")  # the array ended
+    refuse_a_running_array(folder)
 
 
 def test_slurm_config_mistakes_are_named(tmp_path):

@@ -19,12 +19,15 @@ submitit executors (the ``cluster`` extra).
 """
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 
+from ..data.ultra_format import atomic_write_text
 from .execute import execute_run
 from .processes import CHILDREN
 from .runs import CommandFactory, RunSpec
@@ -37,6 +40,8 @@ JOBS_DIR = "jobs"
 Outcome = Tuple[RunSpec, Optional[str], Dict[str, Any]]
 #: seconds between two looks at the submitted jobs
 POLL_S = 0.5
+#: the job id of the last SLURM array submitted for the output folder (under JOBS_DIR)
+ARRAY_FILE = "slurm_array.json"
 
 
 def run_outcomes(
@@ -86,7 +91,8 @@ def make_executor(executor: str, folder: str, slurm: SlurmConfig) -> Any:
         return submitit.DebugExecutor(folder)
     if executor == "submitit-local":
         made = submitit.LocalExecutor(folder)
-        made.update_parameters(timeout_min=slurm.time_min)
+        # without gpus_per_node, LocalExecutor hides the GPUs (CUDA_VISIBLE_DEVICES="")
+        made.update_parameters(timeout_min=slurm.time_min, gpus_per_node=slurm.gpus_per_node)
         return made
     made = submitit.SlurmExecutor(folder)
     made.update_parameters(**submitit_parameters(slurm))
@@ -110,16 +116,46 @@ def _job_failure(job: Any, error: BaseException) -> Tuple[str, Dict[str, Any]]:
     return reason, {**details, **more}
 
 
+def refuse_a_running_array(folder: str) -> None:
+    """Refuse to submit while jobs of the last array submitted from ``folder`` are still queued or running.
+
+    A runner killed without a chance to cancel its array (SIGKILL, a lost
+    login session) leaves the jobs running; a new array would wipe and
+    rewrite their run folders under them.
+    """
+    try:
+        with open(os.path.join(folder, ARRAY_FILE)) as handle:
+            array_id = json.load(handle)["array_id"]
+    except FileNotFoundError:
+        return
+    # squeue fails on a job SLURM no longer knows: nothing is listed then
+    try:
+        queued = subprocess.run(["squeue", "--noheader", "--format=%i", "--jobs", array_id],
+                                capture_output=True, text=True).stdout.split()
+    except OSError as error:
+        raise RuntimeError("cannot ask squeue whether array %s still runs: %s" % (array_id, error)) from None
+    if queued:
+        raise RuntimeError(
+            "%d job(s) of the array submitted earlier for this output folder are still queued or running (%s); "
+            "wait for them or cancel them (scancel %s) before running the study again"
+            % (len(queued), " ".join(queued[:5]), array_id)
+        )
+
+
 def _submitit_outcomes(
     pending: Sequence[RunSpec], executor: str, commands: CommandFactory, threads: int, folder: str,
     slurm: SlurmConfig, log: Any,
 ) -> Iterator[Outcome]:
     made = make_executor(executor, os.path.join(folder, "%j"), slurm)
     n = len(pending)
+    if executor == "slurm":
+        refuse_a_running_array(folder)
     jobs = made.map_array(execute_run, pending, [commands] * n, [threads] * n) if n else []
     if jobs:
         log.info("submitted %d run(s) to %s: job(s) %s .. %s (logs in %s)", n, executor, jobs[0].job_id,
                  jobs[-1].job_id, folder)
+        if executor == "slurm":
+            atomic_write_text(os.path.join(folder, ARRAY_FILE), json.dumps({"array_id": jobs[0].job_id.split("_")[0]}))
     waiting = dict(zip(jobs, pending))
     try:
         while waiting:
