@@ -5,9 +5,12 @@ status are in :mod:`.runs` (finished runs are skipped, unfinished ones wiped and
 started again, runs finished under another configuration refused as stale);
 :mod:`.execute` runs one of them.
 
-Runs execute in parallel up to ``--workers``; every subprocess gets
-``OMP/MKL/OPENBLAS_NUM_THREADS`` = ``--threads N`` if given, else the
-runner's own ``OMP_NUM_THREADS`` if set, else ``max(1, cores // workers)``.
+Runs execute in parallel up to ``--workers`` in a local pool, or with
+``--executor slurm`` as one SLURM job array (``submitit-local`` and ``debug``
+run the same submitit jobs on this machine; see :mod:`.executors` and
+docs/cluster.md).  Every subprocess gets ``OMP/MKL/OPENBLAS_NUM_THREADS`` =
+``--threads N`` if given, else (on SLURM) the config's ``cpus_per_task``,
+else the runner's own ``OMP_NUM_THREADS`` if set, else ``max(1, cores // workers)``.
 Afterwards the results are aggregated into ``<output_dir>/results`` (see
 :mod:`.aggregate`).
 
@@ -22,7 +25,8 @@ restarted runner kills a step still running in a run folder (recorded in
 
 Modules: :mod:`.study_config` (the config), :mod:`.runs` (run folders,
 commands, done / pending / stale), :mod:`.lock` (runner.lock),
-:mod:`.processes` (process groups, signals), :mod:`.execute` (one run).
+:mod:`.processes` (process groups, signals), :mod:`.execute` (one run),
+:mod:`.executors` (pool or submitit), :mod:`.slurm_config` (the job array's resources).
 """
 from __future__ import annotations
 
