@@ -3,7 +3,9 @@ the SLURM job array's resources as the config sets them (no cluster needed)."""
 import json
 import os
 import stat
+import subprocess
 import sys
+import time
 
 import pytest
 from conftest import require, require_ultra
@@ -139,3 +141,44 @@ def test_slurm_config_mistakes_are_named(tmp_path):
         load_config(_study(tmp_path, "out", slurm={"cpus_per_task": "4"}))
     with pytest.raises(ConfigError, match="time_min must be >= 1, got 0"):
         load_config(_study(tmp_path, "out", slurm={"time_min": 0}))
+
+
+_SLEEPING_RUNNER = r"""
+import sys
+from ultra_multr.experiments.runner import expand_runs, load_config, run_all
+sleeper = lambda run: [("sleep", [sys.executable, "-c", "import time; time.sleep(60)"])]
+run_all(expand_runs(load_config(sys.argv[1])), sys.argv[2], commands=sleeper, progress=False, executor="submitit-local")
+"""
+
+
+def _ended(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_sigterm_to_the_runner_cancels_its_submitit_jobs(tmp_path):
+    config = _study(tmp_path, "out", seeds=[0])
+    script = tmp_path / "sleeping_runner.py"
+    script.write_text(_SLEEPING_RUNNER)
+    runner = subprocess.Popen([sys.executable, str(script), config, str(tmp_path / "out")], stderr=subprocess.PIPE)
+    try:
+        step = tmp_path / "out" / "runs" / "toy" / "all" / "dla" / "seed0" / "step.json"
+        deadline = time.time() + 60
+        while not step.exists() and time.time() < deadline:
+            time.sleep(0.1)
+        child = json.loads(step.read_text())["pgid"]  # the step, in the job's process
+        assert not _ended(child)
+        runner.terminate()
+        runner.communicate(timeout=30)
+        deadline = time.time() + 15
+        while not _ended(child) and time.time() < deadline:
+            time.sleep(0.1)
+        assert _ended(child), "the job's step outlived the stopped runner"
+        assert not (tmp_path / "out" / "runner.lock").exists()
+    finally:
+        runner.kill()
+        runner.wait()
