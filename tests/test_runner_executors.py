@@ -61,6 +61,13 @@ def test_a_study_on_submitit_gives_the_pool_results_and_a_raising_run_its_traceb
         assert os.path.isfile(failed["job_stderr"])
 
 
+def test_a_finished_study_needs_no_cluster_to_be_skipped(tmp_path):
+    runs = expand_runs(load_config(_study(tmp_path, "out")))
+    assert run_all(runs, str(tmp_path / "out"), commands=_fake_commands, progress=False).finished == 2
+    report = run_all(runs, str(tmp_path / "out"), commands=_fake_commands, progress=False, executor="slurm")
+    assert report.skipped == 2 and report.finished == 0 and not report.failed  # no srun here: nothing submitted
+
+
 def test_a_main_py_run_through_a_submitit_job_equals_the_pool_bitwise(tmp_path):
     """A DLA run through ULTRA's main.py in a pickled submitit job (as on SLURM) writes the pool's metrics."""
     require_ultra()

@@ -20,6 +20,7 @@ submitit executors (the ``cluster`` extra).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import time
@@ -46,13 +47,11 @@ ARRAY_FILE = "slurm_array.json"
 
 def run_outcomes(
     pending: Sequence[RunSpec], executor: str, commands: CommandFactory, threads: int, workers: int,
-    output_dir: str, slurm: SlurmConfig, log: Any,
+    output_dir: str, slurm: SlurmConfig, log: logging.Logger,
 ) -> Iterator[Outcome]:
-    """Execute ``pending`` on ``executor``; yields each run's outcome as it completes."""
+    """Execute ``pending`` on ``executor`` (one of :data:`EXECUTORS`); yields each run's outcome as it completes."""
     if executor == "local":
         return _pool_outcomes(pending, commands, threads, workers)
-    if executor not in EXECUTORS:
-        raise ValueError("unknown executor %r; choose from %s" % (executor, ", ".join(EXECUTORS)))
     return _submitit_outcomes(pending, executor, commands, threads, os.path.join(output_dir, JOBS_DIR), slurm, log)
 
 
@@ -144,18 +143,19 @@ def refuse_a_running_array(folder: str) -> None:
 
 def _submitit_outcomes(
     pending: Sequence[RunSpec], executor: str, commands: CommandFactory, threads: int, folder: str,
-    slurm: SlurmConfig, log: Any,
+    slurm: SlurmConfig, log: logging.Logger,
 ) -> Iterator[Outcome]:
+    if not pending:  # nothing to submit: no executor needed (nor a cluster)
+        return
     made = make_executor(executor, os.path.join(folder, "%j"), slurm)
     n = len(pending)
     if executor == "slurm":
         refuse_a_running_array(folder)
-    jobs = made.map_array(execute_run, pending, [commands] * n, [threads] * n) if n else []
-    if jobs:
-        log.info("submitted %d run(s) to %s: job(s) %s .. %s (logs in %s)", n, executor, jobs[0].job_id,
-                 jobs[-1].job_id, folder)
-        if executor == "slurm":
-            atomic_write_text(os.path.join(folder, ARRAY_FILE), json.dumps({"array_id": jobs[0].job_id.split("_")[0]}))
+    jobs = made.map_array(execute_run, pending, [commands] * n, [threads] * n)
+    log.info("submitted %d run(s) to %s: job(s) %s .. %s (logs in %s)", n, executor, jobs[0].job_id,
+             jobs[-1].job_id, folder)
+    if executor == "slurm":
+        atomic_write_text(os.path.join(folder, ARRAY_FILE), json.dumps({"array_id": jobs[0].job_id.split("_")[0]}))
     waiting = dict(zip(jobs, pending))
     try:
         while waiting:
