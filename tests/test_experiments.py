@@ -254,6 +254,21 @@ def test_runner_unknown_method_lists_known_ones(tmp_path):
         load_config(_write_config(tmp_path, main_args={"test_only": 1}))
 
 
+def test_runner_refuses_names_that_share_a_folder_naming_both(tmp_path, capsys):
+    from ultra_multr.experiments.runner import main
+
+    four_folds = {"Fold 1": "a", "Fold_1": "b", "Fold2": "c", "Fold3": "d"}  # the first two: one folder Fold_1
+    config = _write_config(tmp_path, datasets={"toy": four_folds})
+    assert main([config, "--dry-run"]) == 2  # before: 3 runs listed for 4 folds, one dropped silently
+    assert "the fold names 'Fold 1' and 'Fold_1' both become the folder 'Fold_1'" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="dataset names 'my set' and 'my_set'"):
+        load_config(_write_config(tmp_path, datasets={"my set": "a", "my_set": "b"}))
+    sweep = {"name": "s", "methods": ["dla"], "section": "learning_algorithm_hparams", "parameter": "p",
+             "values": ["x y", "x_y"]}
+    with pytest.raises(ConfigError, match="share the folder .*p=x_y.*value 'x y' and .* value 'x_y'"):
+        expand_runs(load_config(_write_config(tmp_path, sweeps=[sweep])))
+
+
 def test_runner_resumes_and_skips_finished_runs(tmp_path):
     commands, calls, crash = _fake_commands(tmp_path)
     runs = expand_runs(load_config(_write_config(tmp_path)))

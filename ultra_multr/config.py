@@ -9,6 +9,7 @@ values of the wrong type, and values that fail the dataclass's own checks.
 """
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import difflib
 import typing
@@ -92,17 +93,62 @@ def parse_hparams(cls: Type[T], text: str, source: str = "hparams") -> T:
             raise HParamError("%s: %r is not of the form name=value" % (source, assignment))
         name, raw = (s.strip() for s in assignment.split("=", 1))
         if name not in fields:
-            close = difflib.get_close_matches(name, list(fields), n=1)
-            hint = " (did you mean %r?)" % close[0] if close else ""
-            raise HParamError(
-                "%s: unknown hyper-parameter %r%s; known: %s"
-                % (source, name, hint, ", ".join(sorted(fields)))
-            )
+            raise unknown_name_error(source, "hyper-parameter", name, fields)
         if name in values:
             raise HParamError("%s: %r is set twice" % (source, name))
         values[name] = _convert(raw, fields[name], "%s: %s" % (source, name))
     try:
         return cls(**values)
+    except (ValueError, TypeError) as error:
+        raise HParamError("%s: %s" % (source, error)) from None
+
+
+def unknown_name_error(source: str, what: str, name: str, known: typing.Iterable[str]) -> HParamError:
+    """``source: unknown <what> 'name' (did you mean 'closest'?); known: ...``."""
+    known = sorted(known)
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = " (did you mean %r?)" % close[0] if close else ""
+    return HParamError("%s: unknown %s %r%s; known: %s" % (source, what, name, hint, ", ".join(known)))
+
+
+def _check_json(value: Any, annotation: Any, where: str) -> Any:
+    """``value`` (parsed JSON) as ``annotation`` wants it: Optional, int, float, bool, str, Tuple[X, ...], Dict."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Union:  # Optional[X]
+        return None if value is None else _check_json(value, [a for a in args if a is not type(None)][0], where)
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise HParamError("%s: expected a list, got %r" % (where, value))
+        return tuple(_check_json(v, args[0], "%s[%d]" % (where, i)) for i, v in enumerate(value))
+    if origin in (dict, typing.Mapping, collections.abc.Mapping):
+        if not isinstance(value, dict):
+            raise HParamError("%s: expected an object, got %r" % (where, value))
+        return dict(value)
+    numeric = annotation is float and isinstance(value, int)
+    if isinstance(value, bool) is not (annotation is bool) or not (numeric or isinstance(value, annotation)):
+        raise HParamError("%s: expected %s, got %r" % (where, getattr(annotation, "__name__", annotation), value))
+    return float(value) if numeric else value
+
+
+def parse_json_fields(cls: Type[T], values: Any, source: str) -> T:
+    """A JSON object (already parsed) as the frozen dataclass ``cls``.
+
+    Raises:
+        HParamError: ``values`` is not an object, names an unknown field
+            (suggesting the closest), holds a value of the wrong JSON type, or
+            fails ``cls.__post_init__``; the message starts with ``source``.
+    """
+    if not isinstance(values, dict):
+        raise HParamError("%s: expected an object, got %r" % (source, values))
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.init}
+    checked = {}
+    for name, value in values.items():
+        if name not in fields:
+            raise unknown_name_error(source, "key", name, fields)
+        checked[name] = _check_json(value, fields[name], "%s: %s" % (source, name))
+    try:
+        return cls(**checked)
     except (ValueError, TypeError) as error:
         raise HParamError("%s: %s" % (source, error)) from None
 

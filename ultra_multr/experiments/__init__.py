@@ -8,6 +8,10 @@ ones stay usable without torch or ULTRA):
 * :mod:`.trec` -- TREC run and qrels writers
 * :mod:`.evaluate` -- evaluate a checkpoint saved by ULTRA's main.py
 * :mod:`.methods` -- the method registry (name -> ULTRA settings)
-* :mod:`.runner` -- run a config of methods x datasets x folds x seeds
+* :mod:`.runner` -- run a config of methods x datasets x folds x seeds (CLI ``ultra-multr-run``), with
+  :mod:`.study_config` (the config), :mod:`.runs` (run folders, commands, done / pending / stale),
+  :mod:`.lock` (one runner per output folder), :mod:`.processes` (the steps' process groups) and
+  :mod:`.execute` (one run), :mod:`.executors` (local pool or submitit: SLURM, submitit-local, debug) and
+  :mod:`.slurm_config` (the SLURM job array's resources)
 * :mod:`.aggregate` -- Table 2 style tables, significance markers, Figure 3
 """
