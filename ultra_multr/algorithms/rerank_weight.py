@@ -20,6 +20,7 @@ Only the validation split reaches this module: it never reads a test set.
 from __future__ import annotations
 
 import copy
+import time
 import random
 from contextlib import contextmanager
 from typing import Dict, Iterator, Sequence
@@ -57,7 +58,9 @@ def restored_state(algorithm) -> Iterator[None]:
     saved_modules = {name: copy.deepcopy(module.state_dict()) for name, module in modules.items()}
     saved_attributes = {
         name: getattr(algorithm, name)
-        for name in ("_optimizers", "global_step", "rerank_weight", "train_summary", "eval_summary", "output")
+        for name in (
+            "_optimizers", "global_step", "rerank_weight", "train_summary", "eval_summary", "output", "updates_started"
+        )
     }
     generator_state = algorithm.generator.get_state()
     global_states = (random.getstate(), np.random.get_state(), torch.get_rng_state())
@@ -133,6 +136,7 @@ def pilot_scores(
             feed = pilot_feed(algorithm, batch_size)
             algorithm._optimizers = None  # a fresh optimizer, as the real run starts with
             algorithm.global_step = 0
+            algorithm.updates_started = True  # the pilot's updates are not the run's (no "first update" line)
             algorithm.rerank_weight = weight
             for _ in range(steps):
                 input_feed, _ = feed.get_batch(algorithm._train_set, check_validation=True)
@@ -145,12 +149,13 @@ def choose_by_validation(
     algorithm, valid_set, candidates: Sequence[float], steps: int, batch_size: int
 ) -> float:
     """The candidate a with the best validation score after the pilot (logged)."""
+    started = time.perf_counter()
     scores = pilot_scores(algorithm, valid_set, candidates, steps, batch_size)
     chosen = max(candidates, key=lambda weight: scores[weight])  # first of the best on ties
     metric = algorithm.exp_settings.get("objective_metric", "validation metric")
     LOGGER.info(
-        "rerank_weight=auto: pilot of %d steps, %s by a: %s; chosen a = %.4f",
-        steps, metric, ", ".join("%.4f: %.4f" % kv for kv in scores.items()), chosen,
+        "rerank_weight=auto: pilot of %d steps, %s by a: %s; chosen a = %.4f (%.1f s)",
+        steps, metric, ", ".join("%.4f: %.4f" % kv for kv in scores.items()), chosen, time.perf_counter() - started,
     )
     return chosen
 

@@ -32,10 +32,13 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
+import time
 import types
 from typing import List, Optional, Sequence
 
 PLACEHOLDER_ATTRIBUTE = "__ultra_multr_placeholder__"
+#: When the interpreter started (this hook runs first): progress lines say how long start-up took.
+PROCESS_STARTED = time.time()
 
 
 def _tensorflow_installed() -> bool:
