@@ -40,10 +40,14 @@ PILOT_STREAM = 7919
 
 
 def read_validation_set(exp_settings: dict):
-    """main.py's validation split, read and padded as main.py does; None outside main.py."""
+    """main.py's validation split, padded as main.py pads it: main.py's own (no second read) when
+    called from its training loop, else read; None outside main.py."""
     args = runtime.main_args()
     if args is None:
         return None
+    valid_set = runtime.main_py_local("valid_set")
+    if valid_set is not None and getattr(valid_set, "rank_list_size", None) == int(exp_settings["max_candidate_num"]):
+        return valid_set
     valid_set = ultra.utils.read_data(args.data_dir, args.valid_data_prefix, args.click_model_dir, args.max_list_cutoff)
     feed_class = ultra.utils.find_class(exp_settings["train_input_feed"])
     feed_class.preprocess_data(valid_set, exp_settings["train_input_hparams"], exp_settings)
