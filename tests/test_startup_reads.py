@@ -6,7 +6,10 @@ from __future__ import annotations
 import argparse
 import builtins
 import collections
+import logging
 import os
+
+import pytest
 
 from conftest import require_ultra
 
@@ -75,3 +78,33 @@ def test_feeds_views_and_passes_share_one_feature_matrix(synthetic_data_dir):
     assert matrices[0].shape == (len(train_set.features), train_set.feature_size)
     train_set.pad(20)  # ULTRA appends a zero row: the matrix follows
     assert feature_matrix(train_set).shape[0] == len(train_set.features) == matrices[0].shape[0] + 1
+
+
+def test_a_split_that_passed_before_is_hashed_not_parsed_and_its_warnings_repeat(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("ULTRA_MULTR_CACHE", str(tmp_path / "cache"))
+    data_dir = write_synthetic_ultra_dataset(str(tmp_path / "data"), {"train": 6, "valid": 3, "test": 3}, n_features=5)
+    feature = os.path.join(data_dir, "train", "train.feature")
+    with builtins.open(feature) as handle:  # index 0 on the first line: a warning at every check
+        lines = handle.read().split("\n")
+    lines[0] = lines[0].replace(" 5:", " 0:")
+    with builtins.open(feature, "w") as handle:
+        handle.write("\n".join(lines))
+    first = checks.check_data_dir(data_dir, ["train"])
+    parsed = []
+    monkeypatch.setattr(checks, "check_feature_block", lambda *args: parsed.append(args))
+    counts = read_counts(monkeypatch, os.path.abspath(data_dir))
+    caplog.clear()
+    caplog.set_level(logging.INFO, logger="ultra_multr")
+    assert checks.check_data_dir(data_dir, ["train"]) == first
+    assert parsed == [] and set(counts.values()) == {1}
+    assert "use feature index 0" in caplog.text and "not parsed again" in caplog.text
+    # Other bytes under the same size and time: parsed again, and the bad value is found.
+    stat = os.stat(feature)
+    with builtins.open(feature, "r+b") as handle:
+        handle.seek(len(lines[0]) - 1)
+        handle.write(b"x")
+    os.utime(feature, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    monkeypatch.undo()
+    monkeypatch.setenv("ULTRA_MULTR_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(checks.DataCheckError, match="train.feature:1: "):
+        checks.check_data_dir(data_dir, ["train"])
