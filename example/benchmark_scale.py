@@ -234,8 +234,12 @@ def summary_markdown(rows: List[Dict], args: argparse.Namespace, machine: str) -
     out.write("Machine: %s\n\n" % machine)
     out.write("Median [min - max] over alternating repeats (n = runs); seconds, MB. \"(first check)\": the run whose "
               "data checks parsed the files; the others found them passed before and only hashed them.\n\n")
+    for r in rows:  # what runs before the first update besides ULTRA's import and read (ours: checks, feeds, ...)
+        parts = [r.get(c) for c in ("startup_s", "ultra_import_s", "ultra_read_s")]
+        r["added_s"] = parts[0] - parts[1] - parts[2] if all(isinstance(v, float) for v in parts) else None
     shown = [c for c in COLUMNS if c not in ("config", "repeat", "train_queries", "steps", "simulator_steps", "exit",
                                              "status", "checks_cached")]
+    shown.insert(shown.index("startup_s") + 1, "added_s")
     out.write("| config | n | " + " | ".join(shown) + " |\n|---|---|" + "---|" * len(shown) + "\n")
     medians: Dict[str, Dict[str, float]] = {}
     for group in dict.fromkeys(group_of(r) for r in rows if r["status"] != "failed"):
@@ -260,12 +264,14 @@ def summary_markdown(rows: List[Dict], args: argparse.Namespace, machine: str) -
     out.write(
         "\n## Extrapolated to %d ranker steps (not measured)\n\n"
         "start-up: process start to the first ranker update, MULTR's simulator, expected pass and pilot "
-        "excluded. Whole run = start-up + one-off phases + %d x median step + tail. \"as measured\": the one-off "
+        "excluded; \"vs ultra_dla, same run\": a run's start-up over its own ULTRA import and read plus ULTRA's "
+        "median added_s (the load of other jobs moves ULTRA's read by tens of seconds between runs). "
+        "Whole run = start-up + one-off phases + %d x median step + tail. \"as measured\": the one-off "
         "phases of this run (simulator_steps=%d, rerank_pilot_steps=%d); \"defaults\": the simulator at its cap "
         "of 10,000 steps (an upper bound: early stopping may end it sooner) and the pilot at 3 x 200 steps, "
         "both scaled linearly from this run.\n\n"
-        "| config | start-up s | vs ultra_dla | one-off s (as measured) | step s | whole run s (as measured) | vs dla "
-        "| whole run s (defaults) | vs dla |\n|---|---|---|---|---|---|---|---|---|\n"
+        "| config | start-up s | vs ultra_dla | vs ultra_dla, same run | one-off s (as measured) | step s | whole run s (as measured) | vs dla "
+        "| whole run s (defaults) | vs dla |\n|---|---|---|---|---|---|---|---|---|---|\n"
         % (n, n, args.simulator_steps, args.pilot_steps)
     )
     whole: Dict[str, tuple] = {}
@@ -282,8 +288,13 @@ def summary_markdown(rows: List[Dict], args: argparse.Namespace, machine: str) -
         if group not in whole and group != "ultra_dla":
             continue
         startup = m.get("startup_s")
+        ultra_added = medians.get("ultra_dla", {}).get("added_s")
+        same_run = [r["startup_s"] / (r["startup_s"] - r["added_s"] + ultra_added) for r in rows
+                    if group_of(r) == group and r["status"] != "failed" and r["added_s"] is not None
+                    and ultra_added is not None]
         cells = ["%.1f" % startup if startup is not None else "",
-                 "%.2fx" % (startup / reference) if reference and startup is not None else ""]
+                 "%.2fx" % (startup / reference) if reference and startup is not None else "",
+                 "%.2fx [%.2f - %.2f]" % (statistics.median(same_run), min(same_run), max(same_run)) if same_run else ""]
         if group in whole:
             dla = whole.get("dla") or whole.get("dla (first check)")
             cells += ["%.1f" % (m["first_update_s"] - m.get("startup_s", m["first_update_s"])), "%.4f" % m["step_s"],
@@ -293,6 +304,18 @@ def summary_markdown(rows: List[Dict], args: argparse.Namespace, machine: str) -
             cells += [""] * 6
         out.write("| %s | %s |\n" % (group, " | ".join(cells)))
     return out.getvalue()
+
+
+def read_rows(path: str) -> List[Dict]:
+    """The rows of a CSV this script wrote (numbers as floats, empty cells as None)."""
+    with open(path) as handle:
+        rows = list(csv.DictReader(handle))
+    for row in rows:
+        for column, value in row.items():
+            if column in ("config", "status", "checks_cached"):
+                continue
+            row[column] = None if value == "" else int(value) if column in ("repeat", "exit") else float(value)
+    return rows
 
 
 def machine_line() -> str:
@@ -321,6 +344,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--out", help="output prefix: writes OUT.csv and OUT.md")
     parser.add_argument("--workdir", help="keep the runs' logs, settings and model dirs here (default: a temporary dir)")
     parser.add_argument("--main-py", default=os.environ.get("ULTRA_MAIN"), help="ULTRA's main.py ($ULTRA_MAIN)")
+    parser.add_argument("--summarize", metavar="CSV", help="only write the summary of the runs of an earlier --out CSV")
     parser.add_argument("--tiny", action="store_true",
                         help="check the script: a few queries, 20 features, 2 steps, one repeat, in a temporary dir")
     args = parser.parse_args(argv)
@@ -331,6 +355,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         import ultra
 
         args.main_py = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ultra.__file__))), "main.py")
+    if args.summarize:
+        rows = read_rows(args.summarize)
+        args.train_queries, args.steps = int(rows[0]["train_queries"]), int(rows[0]["steps"])
+        args.simulator_steps = int(next((r["simulator_steps"] for r in rows if r["simulator_steps"]), args.simulator_steps))
+        markdown = summary_markdown(rows, args, machine_line())
+        print(markdown)
+        if args.out:
+            atomic_write_text(args.out + ".md", markdown)
+        return 0
     with tempfile.TemporaryDirectory(prefix="benchmark_scale-") as temporary:
         workdir = args.workdir or temporary
         os.makedirs(workdir, exist_ok=True)
