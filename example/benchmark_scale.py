@@ -359,7 +359,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         rows = read_rows(args.summarize)
         args.train_queries, args.steps = int(rows[0]["train_queries"]), int(rows[0]["steps"])
         args.simulator_steps = int(next((r["simulator_steps"] for r in rows if r["simulator_steps"]), args.simulator_steps))
-        markdown = summary_markdown(rows, args, machine_line())
+        markdown = summary_markdown(rows, args, machine_line() + ", when this summary was rewritten from %s "
+                                    "(not during the runs)" % args.summarize)
         print(markdown)
         if args.out:
             atomic_write_text(args.out + ".md", markdown)
