@@ -20,8 +20,8 @@ Only the validation split reaches this module: it never reads a test set.
 from __future__ import annotations
 
 import copy
-import time
 import random
+import time
 from contextlib import contextmanager
 from typing import Dict, Iterator, Sequence
 
