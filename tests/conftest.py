@@ -5,12 +5,17 @@ import importlib
 import os
 import subprocess
 import sys
+import tempfile
 from typing import List, Sequence
 
 import pytest
 import torch
 
 from ultra_multr import tensorboard
+
+# Results of passed data checks (ultra_multr.data.check_cache) go to a directory of this session, not ~/.cache;
+# main.py subprocesses inherit it.
+os.environ.setdefault("ULTRA_MULTR_CACHE", tempfile.mkdtemp(prefix="ultra_multr-cache-"))
 from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
 
 # Test tensors are small: one intra-op thread avoids OpenMP hand-offs that cost

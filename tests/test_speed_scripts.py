@@ -41,3 +41,23 @@ def test_profile_reports_both_steps():
     assert [h[0].split()[0] for h in headers] == ["DLA", "MULTR"]
     assert "sample_num=2" in headers[1][0]
     assert out.count("Self CPU time total") == 2
+
+
+def test_benchmark_scale_tiny_mode_prints_a_row_per_run_with_its_phases(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO_ROOT, os.environ.get("PYTHONPATH", "")]))
+    out = tmp_path / "tiny"
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO_ROOT, "example", "benchmark_scale.py"), "--tiny",
+         "--configs", "dla", "multr_expected", "--out", str(out)],
+        capture_output=True, text=True, timeout=240, env=env, cwd=REPO_ROOT,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    header, *rows = [line.split(",") for line in result.stdout.splitlines() if re.match(r"^(config|dla|multr_)", line)]
+    runs = {row[0]: dict(zip(header, row)) for row in rows}
+    assert sorted(runs) == ["dla", "multr_expected"] and all(r["status"] == "ok" for r in runs.values())
+    for name in ("ultra_read_s", "checks_s", "first_update_s", "startup_s", "step_s", "peak_rss_mb"):
+        assert float(runs["dla"][name]) >= 0 and float(runs["multr_expected"][name]) >= 0, name
+    for name in ("simulator_s", "expected_pass_s", "pilot_s"):
+        assert float(runs["multr_expected"][name]) > 0 and runs["dla"][name] == "", name
+    assert "## Extrapolated to 10000 ranker steps (not measured)" in (tmp_path / "tiny.md").read_text()
+    assert (tmp_path / "tiny.csv").read_text().count("\n") == 3

@@ -145,6 +145,25 @@ class QueryArrays:
         return self.features[np.where(mask, self.doc_ids[query_idx], 0)] * mask[..., None]
 
 
+def feature_matrix(data_set: Any) -> np.ndarray:
+    """[R, F] float32 of a ULTRA Raw_data's ``features`` (a list of R Python lists).
+
+    Converted once per data set and kept on it (on the data set a
+    :func:`query_subset` view comes from), so every feed, view and one-off
+    pass of a process shares one copy: at Yahoo's size a conversion takes
+    seconds and 1.3 GB.  Rebuilt when the list is another object or has
+    another length (ULTRA's ``pad`` appends a zero row).
+    """
+    while getattr(data_set, "subset_of", None) is not None:
+        data_set = data_set.subset_of
+    rows = data_set.features
+    cached = getattr(data_set, "ultra_multr_feature_matrix", None)
+    if cached is None or cached[0] is not rows or cached[1] != len(rows):
+        cached = (rows, len(rows), np.asarray(rows, dtype=np.float32).reshape(len(rows), -1))
+        data_set.ultra_multr_feature_matrix = cached
+    return cached[2]
+
+
 def query_arrays(data_set: Any, n_positions: int) -> QueryArrays:
     """Read the first ``n_positions`` slots of every list of a ULTRA Raw_data.
 
@@ -166,7 +185,7 @@ def query_arrays(data_set: Any, n_positions: int) -> QueryArrays:
         doc_ids=doc_ids,
         labels=np.where(mask, labels, 0.0).astype(np.float32),
         mask=mask,
-        features=np.asarray(data_set.features, dtype=np.float32).reshape(len(data_set.features), -1),
+        features=feature_matrix(data_set),
     )
 
 
@@ -249,7 +268,7 @@ def data_fingerprint(data_set: Any) -> str:
     if files is not None:
         digest.update(("files %s" % files).encode())
     else:
-        digest.update(np.asarray(data_set.features, dtype=np.float32).tobytes())
+        digest.update(feature_matrix(data_set).tobytes())
     for lists, dtype in ((data_set.initial_list, np.int64), (data_set.labels, np.float32)):
         digest.update(np.asarray([len(values) for values in lists], dtype=np.int64).tobytes())
         for values in lists:

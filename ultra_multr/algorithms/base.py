@@ -14,6 +14,7 @@ import logging
 import math
 import os
 import random
+import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -24,6 +25,7 @@ from ultra.learning_algorithm.base_algorithm import BaseAlgorithm
 from .. import tensorboard
 from ..compat import runtime
 from ..compat.model_dir import check_model_dir
+from ..compat.startup import PROCESS_STARTED
 from ..config import parse_hparams, require
 from ..data import checks
 
@@ -146,7 +148,11 @@ class PluginAlgorithm(BaseAlgorithm):
         runtime.mend_output_dir()
         args = runtime.main_args()
         if args is not None:  # the files main.py reads: ULTRA's reader has hidden some problems by now
-            checks.check_data_dir(args.data_dir, checks.splits_main_py_reads(args))
+            started = time.perf_counter()
+            splits = checks.splits_main_py_reads(args)
+            checks.check_data_dir(args.data_dir, splits)
+            LOGGER.info("data checks of %s passed in %.1f s (files read once, hashed on the way)",
+                        ", ".join(splits) or "no split", time.perf_counter() - started)
         self.exp_settings = exp_settings
         name = exp_settings.get("learning_algorithm", type(self).__name__)
         self.hparams = parse_hparams(
@@ -171,6 +177,8 @@ class PluginAlgorithm(BaseAlgorithm):
         self.eval_summary: Dict[str, float] = {}
         self.output = None
         self._optimizers: Optional[Optimizers] = None
+        #: whether the run's first update has begun (a pilot's updates are not the run's: it sets this first)
+        self.updates_started = False
 
     # -- for subclasses --------------------------------------------------
     def parameter_groups(self) -> List[Tuple[List[torch.nn.Parameter], float]]:
@@ -204,6 +212,9 @@ class PluginAlgorithm(BaseAlgorithm):
         """One update. Returns (loss, None, summary) as ULTRA's main.py expects."""
         if self._progress is not None:  # which step main.py's checkpoint holds
             self._progress.step(self.global_step)
+        if not self.updates_started:
+            self.updates_started = True
+            LOGGER.info("ranker: first update starts %.1f s after the process started", time.time() - PROCESS_STARTED)
         if self._optimizers is None:
             self._check_list_size()
             open_training_writer()

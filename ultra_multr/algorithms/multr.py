@@ -413,6 +413,7 @@ class DoublyRobustMixin:
             ValueError: the pinned checkpoint learned from other data or
                 another click model.
         """
+        started = time.perf_counter()
         steps = self.hparams.simulator_steps
         path = self.simulator_checkpoint
         wanted = self._checkpoint_metadata() if steps > 0 else {}
@@ -437,7 +438,7 @@ class DoublyRobustMixin:
             metadata = self.train_simulator(steps, wanted, path + ".partial" if path else None)
             if path:
                 save_simulator(path, self.simulator, metadata)
-                LOGGER.info("user simulator: saved %s", path)
+                LOGGER.info("user simulator: saved %s (%.1f s)", path, time.perf_counter() - started)
                 if os.path.exists(path + ".partial"):
                     os.remove(path + ".partial")
         elif self.hparams.simulator_steps == 0:
@@ -715,6 +716,8 @@ class DoublyRobustMixin:
     def train(self, input_feed):
         if self.rerank_weight is None:  # "auto": chosen before the first update
             self.select_rerank_weight()
+        if not self._simulator_ready:  # Algorithm 1: simulator first, once (before the first update's clock)
+            self.prepare_simulator()
         return super().train(input_feed)
 
     def training_loss(self, batch: Batch) -> Tuple[torch.Tensor, Dict[str, float]]:

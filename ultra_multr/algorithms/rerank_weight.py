@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import random
+import time
 from contextlib import contextmanager
 from typing import Dict, Iterator, Sequence
 
@@ -39,10 +40,14 @@ PILOT_STREAM = 7919
 
 
 def read_validation_set(exp_settings: dict):
-    """main.py's validation split, read and padded as main.py does; None outside main.py."""
+    """main.py's validation split, padded as main.py pads it: main.py's own (no second read) when
+    called from its training loop, else read; None outside main.py."""
     args = runtime.main_args()
     if args is None:
         return None
+    valid_set = runtime.main_py_local("valid_set")
+    if valid_set is not None and getattr(valid_set, "rank_list_size", None) == int(exp_settings["max_candidate_num"]):
+        return valid_set
     valid_set = ultra.utils.read_data(args.data_dir, args.valid_data_prefix, args.click_model_dir, args.max_list_cutoff)
     feed_class = ultra.utils.find_class(exp_settings["train_input_feed"])
     feed_class.preprocess_data(valid_set, exp_settings["train_input_hparams"], exp_settings)
@@ -57,7 +62,9 @@ def restored_state(algorithm) -> Iterator[None]:
     saved_modules = {name: copy.deepcopy(module.state_dict()) for name, module in modules.items()}
     saved_attributes = {
         name: getattr(algorithm, name)
-        for name in ("_optimizers", "global_step", "rerank_weight", "train_summary", "eval_summary", "output")
+        for name in (
+            "_optimizers", "global_step", "rerank_weight", "train_summary", "eval_summary", "output", "updates_started"
+        )
     }
     generator_state = algorithm.generator.get_state()
     global_states = (random.getstate(), np.random.get_state(), torch.get_rng_state())
@@ -133,6 +140,7 @@ def pilot_scores(
             feed = pilot_feed(algorithm, batch_size)
             algorithm._optimizers = None  # a fresh optimizer, as the real run starts with
             algorithm.global_step = 0
+            algorithm.updates_started = True  # the pilot's updates are not the run's (no "first update" line)
             algorithm.rerank_weight = weight
             for _ in range(steps):
                 input_feed, _ = feed.get_batch(algorithm._train_set, check_validation=True)
@@ -145,12 +153,13 @@ def choose_by_validation(
     algorithm, valid_set, candidates: Sequence[float], steps: int, batch_size: int
 ) -> float:
     """The candidate a with the best validation score after the pilot (logged)."""
+    started = time.perf_counter()
     scores = pilot_scores(algorithm, valid_set, candidates, steps, batch_size)
     chosen = max(candidates, key=lambda weight: scores[weight])  # first of the best on ties
     metric = algorithm.exp_settings.get("objective_metric", "validation metric")
     LOGGER.info(
-        "rerank_weight=auto: pilot of %d steps, %s by a: %s; chosen a = %.4f",
-        steps, metric, ", ".join("%.4f: %.4f" % kv for kv in scores.items()), chosen,
+        "rerank_weight=auto: pilot of %d steps, %s by a: %s; chosen a = %.4f (%.1f s)",
+        steps, metric, ", ".join("%.4f: %.4f" % kv for kv in scores.items()), chosen, time.perf_counter() - started,
     )
     return chosen
 

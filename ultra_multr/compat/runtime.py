@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -41,6 +41,22 @@ def main_args() -> Optional[argparse.Namespace]:
     args = getattr(sys.modules.get("__main__"), "args", None)
     if isinstance(args, argparse.Namespace) and hasattr(args, "model_dir"):
         return args
+    return None
+
+
+def main_py_local(name: str) -> Any:
+    """A local variable of the running main.py's ``train()`` (None when not called from there).
+
+    main.py keeps its data sets in locals of ``train()``; this finds that
+    frame on the caller's stack, so that what main.py has read already is
+    not read again.
+    """
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    frame = sys._getframe(1)
+    while frame is not None:
+        if main_file is not None and frame.f_code.co_filename == main_file and frame.f_code.co_name == "train":
+            return frame.f_locals.get(name)
+        frame = frame.f_back
     return None
 
 

@@ -38,12 +38,15 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+import time
 import types
 from typing import List, Optional, Sequence
 
 PLACEHOLDER_ATTRIBUTE = "__ultra_multr_placeholder__"
 #: Free space below which a failed checkpoint write is reported as a full disk.
 DISK_FULL_BYTES = 1 << 20
+#: When the interpreter started (this hook runs first): progress lines say how long start-up took.
+PROCESS_STARTED = time.time()
 
 
 def _tensorflow_installed() -> bool:

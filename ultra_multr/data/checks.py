@@ -10,7 +10,10 @@ with no usable query.  :func:`check_data_dir` reads the files once and raises
 :class:`DataCheckError` at the first problem, naming ``file:line`` (or the
 split) and what was expected.  The same read hashes every file, so the model
 dir's identity and MULTR's simulator checkpoint need no second pass
-(:func:`data_fingerprint`).
+(:func:`data_fingerprint`).  A split that passed before with the same
+bytes (:mod:`.check_cache`: stored per paths, sizes and times, verified by
+SHA-256) is only hashed, not parsed again: at Yahoo's size a full check costs
+about as much as ULTRA's own read.
 
 Layouts, chosen per split ``S`` as ULTRA chooses them (by the files present):
 
@@ -44,6 +47,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from . import check_cache
 from .feature_fields import DataCheckError, ZeroIndexLines, check_feature_block, line_blocks
 
 LOGGER = logging.getLogger("ultra_multr")
@@ -142,27 +146,46 @@ def check_split(data_dir: str, split: str, settings: DataSettings) -> SplitSumma
     for suffix in LAYOUT_FILES[layout]:
         if not os.path.isfile(base + suffix):
             raise DataCheckError("split %r: %s%s does not exist" % (split, base, suffix))
-    digests = {suffix: hashlib.sha256() for suffix in LAYOUT_FILES[layout]}
-    for suffix in digests:  # taken before reading: a file changed while read shows as changed later
-        _STAT_AT_CHECK[os.path.abspath(base + suffix)] = _stat(base + suffix)
-    if layout == "ultra":
-        documents, qids, labels = _check_ultra_split(base, settings, digests)
+    paths = [base + suffix for suffix in LAYOUT_FILES[layout]]
+    for path in paths:  # taken before reading: a file changed while read shows as changed later
+        _STAT_AT_CHECK[os.path.abspath(path)] = _stat(path)
+    key = check_cache.stat_key(paths, {"layout": layout, "feature_size": settings.feature_size,
+                                       "max_label": settings.max_label})
+    found = check_cache.lookup(key, paths)
+    if found is not None:  # passed before, byte for byte: the lookup's hashing was the one read
+        result, hashes = found
+        for warning in result["warnings"]:
+            LOGGER.warning(warning)
+        LOGGER.info("data checks of %s: the files are the ones that passed on %s; not parsed again",
+                    split, result["checked"])
+        documents, n_queries, kept = result["documents"], result["queries"], result["kept_queries"]
     else:
-        documents, qids, labels = _check_libsvm_split(base + ".txt", settings, digests[".txt"])
-    kept = sum(1 for values in labels if len(values) >= 2 and values.sum() > 0)
-    if kept == 0:
-        raise DataCheckError(
-            "split %r (%s.*): none of its %d queries has two or more documents and a label > 0, so ULTRA "
-            "keeps none and stops with 'No valid query has been found.'" % (split, base, len(qids))
-        )
-    files = tuple(
-        (os.path.relpath(base + suffix, data_dir), digest.hexdigest()) for suffix, digest in digests.items()
-    )
-    return SplitSummary(layout=layout, documents=documents, queries=len(qids), kept_queries=kept, files=files)
+        digests = {suffix: hashlib.sha256() for suffix in LAYOUT_FILES[layout]}
+        warnings: List[str] = []
+        if layout == "ultra":
+            documents, qids, labels = _check_ultra_split(base, settings, digests, warnings)
+        else:
+            documents, qids, labels = _check_libsvm_split(base + ".txt", settings, digests[".txt"], warnings)
+        kept = sum(1 for values in labels if len(values) >= 2 and values.sum() > 0)
+        if kept == 0:
+            raise DataCheckError(
+                "split %r (%s.*): none of its %d queries has two or more documents and a label > 0, so ULTRA "
+                "keeps none and stops with 'No valid query has been found.'" % (split, base, len(qids))
+            )
+        n_queries = len(qids)
+        hashes = [digest.hexdigest() for digest in digests.values()]
+        check_cache.store(key, hashes, {
+            "documents": documents, "queries": n_queries, "kept_queries": kept, "warnings": warnings,
+            "checked": time.strftime("%Y-%m-%d %H:%M:%S"),
+        })
+    files = tuple((os.path.relpath(path, data_dir), sha) for path, sha in zip(paths, hashes))
+    return SplitSummary(layout=layout, documents=documents, queries=n_queries, kept_queries=kept, files=files)
 
 
-def _check_ultra_split(base: str, settings: DataSettings, digests) -> Tuple[int, List[str], List[np.ndarray]]:
-    documents = check_feature_file(base + ".feature", settings.feature_size, digests[".feature"])
+def _check_ultra_split(
+    base: str, settings: DataSettings, digests, warnings: List[str]
+) -> Tuple[int, List[str], List[np.ndarray]]:
+    documents = check_feature_file(base + ".feature", settings.feature_size, digests[".feature"], warnings)
     qids, lists = _read_lists(base + ".init_list", int, "document index", digests[".init_list"])
     label_qids, labels = _read_lists(base + ".labels", float, "label", digests[".labels"])
     for number, (qid, indices) in enumerate(zip(qids, lists), start=1):
@@ -195,24 +218,29 @@ def _check_label_range(where: str, values: np.ndarray, settings: DataSettings) -
         )
 
 
-def check_feature_file(path: str, feature_size: int, digest=None) -> int:
-    """Check a ``.feature`` file; returns its number of lines (documents). Warns once if it uses index 0."""
+def check_feature_file(path: str, feature_size: int, digest=None, warnings: Optional[List[str]] = None) -> int:
+    """Check a ``.feature`` file; returns its number of lines (documents). Warns once if it uses index 0
+    (and appends the warning to ``warnings``)."""
     documents = 0
     zeros = ZeroIndexLines()
     for first, block in line_blocks(path, digest or hashlib.sha256()):
         check_feature_block(path, first, block, feature_size, zeros)
         documents += block.count(b"\n")
-    _warn_zero_index(zeros, path, feature_size)
+    _warn_zero_index(zeros, path, feature_size, warnings)
     return documents
 
 
-def _warn_zero_index(zeros: ZeroIndexLines, path: str, feature_size: int) -> None:
+def _warn_zero_index(zeros: ZeroIndexLines, path: str, feature_size: int, warnings: Optional[List[str]]) -> None:
     warning = zeros.warning(path, feature_size)
     if warning:
         LOGGER.warning(warning)
+        if warnings is not None:
+            warnings.append(warning)
 
 
-def _check_libsvm_split(path: str, settings: DataSettings, digest) -> Tuple[int, List[str], List[np.ndarray]]:
+def _check_libsvm_split(
+    path: str, settings: DataSettings, digest, warnings: List[str]
+) -> Tuple[int, List[str], List[np.ndarray]]:
     """Check a libsvm ``S.txt``: ``label qid:Q index:value ...`` lines, grouped by qid as ULTRA groups them."""
     labels_of: Dict[str, List[int]] = {}
     documents = 0
@@ -230,7 +258,7 @@ def _check_libsvm_split(path: str, settings: DataSettings, digest) -> Tuple[int,
         # One head segment per line ("label_qid_Q"): the feature fields are checked like ULTRA's .feature lines.
         check_feature_block(path, first, block.replace(b" qid:", b"_qid_"), settings.feature_size, zeros)
         documents += block.count(b"\n")
-    _warn_zero_index(zeros, path, settings.feature_size)
+    _warn_zero_index(zeros, path, settings.feature_size, warnings)
     return documents, list(labels_of), [np.array(values, dtype=np.float64) for values in labels_of.values()]
 
 

@@ -7,7 +7,7 @@ a noisy version of the true relevance, as a weak production ranker would give.
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 import numpy as np
 
@@ -24,7 +24,26 @@ def synthetic_queries(
     initial_noise: float = 1.0,
     signal_seed: int = 0,
 ) -> List[RankedQuery]:
-    """Random queries whose features carry their labels' signal.
+    """Random queries whose features carry their labels' signal (a list of :func:`iter_synthetic_queries`)."""
+    return list(
+        iter_synthetic_queries(
+            n_queries, docs_per_query, n_features, max_label, seed, qid_prefix, initial_noise, signal_seed
+        )
+    )
+
+
+def iter_synthetic_queries(
+    n_queries: int,
+    docs_per_query: Tuple[int, int] = (6, 15),
+    n_features: int = 20,
+    max_label: int = 4,
+    seed: int = 0,
+    qid_prefix: str = "q",
+    initial_noise: float = 1.0,
+    signal_seed: int = 0,
+) -> Iterator[RankedQuery]:
+    """Random queries whose features carry their labels' signal, one at a time
+    (memory of one query, so splits of Yahoo's size stream to disk).
 
     Args:
         n_queries: number of queries.
@@ -42,7 +61,6 @@ def synthetic_queries(
     direction /= np.linalg.norm(direction)
     label_probs = np.array([2.0 ** (max_label - y) for y in range(max_label + 1)])
     label_probs /= label_probs.sum()
-    queries = []
     for q in range(n_queries):
         n_docs = int(rng.integers(docs_per_query[0], docs_per_query[1] + 1))
         labels = rng.choice(max_label + 1, size=n_docs, p=label_probs).astype(np.float64)
@@ -54,16 +72,13 @@ def synthetic_queries(
         scores = labels + rng.normal(scale=initial_noise, size=n_docs)
         order = query_order(scores)
         qid = "%s%d" % (qid_prefix, q)
-        queries.append(
-            RankedQuery(
-                qid=qid,
-                doc_ids=["%s_d%d" % (qid, i) for i in order],
-                features=features[order],
-                labels=labels[order],
-                initial_scores=scores[order],
-            )
+        yield RankedQuery(
+            qid=qid,
+            doc_ids=["%s_d%d" % (qid, i) for i in order],
+            features=features[order],
+            labels=labels[order],
+            initial_scores=scores[order],
         )
-    return queries
 
 
 def write_synthetic_ultra_dataset(
@@ -85,7 +100,7 @@ def write_synthetic_ultra_dataset(
         raise ValueError("layout must be one of %s, got %r" % (sorted(writers), layout))
     split_sizes = split_sizes or {"train": 60, "valid": 12, "test": 12}
     for offset, (split, n_queries) in enumerate(sorted(split_sizes.items())):
-        queries = synthetic_queries(
+        queries = iter_synthetic_queries(
             n_queries, docs_per_query, n_features, max_label, seed + 1000 * offset, qid_prefix=split
         )
         writers[layout](directory, split, queries)

@@ -15,8 +15,9 @@ import errno
 import json
 import os
 import tempfile
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterable, List, Sequence
+from typing import Callable, Dict, Iterable, Iterator, List, Sequence, TextIO
 
 import numpy as np
 
@@ -64,6 +65,13 @@ def atomic_write_file(path: str, write: Callable[[str], None]) -> None:
             iostream error" or "unexpected pos") should write bytes made in
             memory instead (:func:`atomic_write_bytes`).
     """
+    with _temporary_path(path) as tmp_path:
+        write(tmp_path)
+
+
+@contextmanager
+def _temporary_path(path: str) -> Iterator[str]:
+    """A temporary name beside ``path``, renamed to ``path`` when the block succeeds (removed if it fails)."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     # Keep the extension: torch.save names its archive after the file name.
@@ -71,7 +79,7 @@ def atomic_write_file(path: str, write: Callable[[str], None]) -> None:
     os.close(fd)
     try:
         os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp creates files 0600
-        write(tmp_path)
+        yield tmp_path
         os.replace(tmp_path, path)
     except BaseException as error:
         full = isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
@@ -98,6 +106,21 @@ def atomic_write_bytes(path: str, data: bytes) -> None:
     atomic_write_file(path, write)
 
 
+@contextmanager
+def atomic_text_writers(paths: Sequence[str]) -> Iterator[Dict[str, TextIO]]:
+    """Text handles (path -> handle) to write several files in streaming chunks.
+
+    Each file is written under a temporary name; all are renamed into place
+    when the block succeeds, and none is left behind when it fails.
+    """
+    with ExitStack() as stack:
+        handles = {}
+        for path in paths:
+            tmp_path = stack.enter_context(_temporary_path(path))
+            handles[path] = stack.enter_context(open(tmp_path, "w"))
+        yield handles  # on leaving, each handle is closed before its file is renamed
+
+
 def atomic_write_text(path: str, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename."""
 
@@ -120,29 +143,27 @@ def _format_features(row: np.ndarray) -> str:
 
 
 def write_split(directory: str, split: str, queries: Iterable[RankedQuery]) -> int:
-    """Write one split of a ULTRA data directory; returns the number of queries."""
-    feature_lines: List[str] = []
-    init_lines: List[str] = []
-    label_lines: List[str] = []
-    score_lines: List[str] = []
-    count = 0
-    for query in queries:
-        indices = []
-        for doc_id, row in zip(query.doc_ids, query.features):
-            indices.append(str(len(feature_lines)))
-            feature_lines.append(("%s %s" % (doc_id, _format_features(row))).rstrip())
-        init_lines.append(" ".join([query.qid] + indices))
-        label_lines.append(" ".join([query.qid] + ["%g" % y for y in query.labels]))
-        score_lines.append(" ".join([query.qid] + ["%.8g" % s for s in query.initial_scores]))
-        count += 1
+    """Write one split of a ULTRA data directory; returns the number of queries.
+
+    Streams: ``queries`` may be a generator, and only one query's lines are
+    held at a time (the files appear, atomically, when all are written).
+    """
     base = os.path.join(directory, split, split)
-    for suffix, lines in (
-        (".feature", feature_lines),
-        (".init_list", init_lines),
-        (".labels", label_lines),
-        (".initial_scores", score_lines),
-    ):
-        atomic_write_text(base + suffix, "\n".join(lines) + "\n")
+    paths = [base + suffix for suffix in (".feature", ".init_list", ".labels", ".initial_scores")]
+    count = documents = 0
+    with atomic_text_writers(paths) as handles:
+        features, init_list, labels, scores = (handles[path] for path in paths)
+        for query in queries:
+            indices = [str(documents + i) for i in range(len(query.doc_ids))]
+            features.write("".join(
+                ("%s %s" % (doc_id, _format_features(row))).rstrip() + "\n"
+                for doc_id, row in zip(query.doc_ids, query.features)
+            ))
+            documents += len(query.doc_ids)
+            init_list.write(" ".join([query.qid] + indices) + "\n")
+            labels.write(" ".join([query.qid] + ["%g" % y for y in query.labels]) + "\n")
+            scores.write(" ".join([query.qid] + ["%.8g" % s for s in query.initial_scores]) + "\n")
+            count += 1
     return count
 
 
