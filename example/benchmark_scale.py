@@ -115,6 +115,8 @@ def settings_for(config: str, simulator_steps: int, pilot_steps: int) -> dict:
         settings["learning_algorithm_hparams"] = (
             "learning_rate=0.05,sample_num=8,seed=0,simulator_steps=%d,rerank_pilot_steps=%d,imputation=%s"
             % (simulator_steps, pilot_steps, config.split("_", 1)[1])
+            # the default guard (rebalance) needs expected pseudo clicks; sampled ones take the clip guard
+            + (",dr_weight_guard=clip" if config == "multr_sampled" else "")
         )
     return settings
 

@@ -51,7 +51,7 @@ def test_checks_identity_and_simulator_fingerprint_read_each_data_file_once(tmp_
     args = argparse.Namespace(
         model_dir=str(tmp_path / "model"), data_dir=data_dir, train_data_prefix="train", valid_data_prefix="valid",
         test_data_prefix="test", click_model_dir=None, batch_size=16, max_list_cutoff=0, test_only=False,
-        test_while_train=False,
+        test_while_train=False, max_train_iteration=10,
     )
     checks.check_data_dir(data_dir, checks.splits_main_py_reads(args))  # PluginAlgorithm.__init__
     check_model_dir(args, dict(SETTINGS), 5)  # the identity file
