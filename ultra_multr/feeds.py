@@ -19,7 +19,8 @@ feed dictionary and hyper-parameters, plus ``seed``.  Differences:
 samples a fixed log of K sessions per query once (from the seed alone, so
 every method trained with the same seed sees the same log) and draws each
 list's clicks uniformly from its query's logged sessions; K = 0 means fresh
-clicks every time.
+clicks every time.  Every training batch is counted, per phase, in the run's
+click budget (:mod:`ultra_multr.session_budget`; ``session_budget`` caps it).
 
 :func:`query_subset` gives a view of a data set with some of its queries
 and, for a :class:`ClickLogFeed`, some of their logged sessions
@@ -46,6 +47,7 @@ from ultra.input_layer import BaseInputFeed
 from ultra.utils.data_utils import Raw_data
 
 from .config import parse_hparams, require
+from .session_budget import LEDGER
 from .ultra_click_models import UltraClickModel, load_click_model_file
 
 logger = logging.getLogger(__name__)
@@ -69,6 +71,8 @@ class ClickFeedHParams:
             ``dynamic_bias_step_interval`` training batches (0: never).
         dynamic_bias_step_interval: see above.
         seed: seed of every random draw of the feed.
+        session_budget: most sessions the run's phases may draw together
+            (:mod:`ultra_multr.session_budget`; 0: no limit, only counted).
     """
 
     click_model_json: str = ""
@@ -76,6 +80,7 @@ class ClickFeedHParams:
     dynamic_bias_eta_change: float = 0.0
     dynamic_bias_step_interval: int = 1000
     seed: int = 0
+    session_budget: int = 0
 
     def __post_init__(self) -> None:
         require(
@@ -86,6 +91,7 @@ class ClickFeedHParams:
             self.dynamic_bias_step_interval > 0,
             "dynamic_bias_step_interval must be > 0, got %d" % self.dynamic_bias_step_interval,
         )
+        require(self.session_budget >= 0, "session_budget must be >= 0, got %d" % self.session_budget)
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,11 @@ class ClickLogFeedHParams(ClickFeedHParams):
             self.sessions_per_query == 0 or self.dynamic_bias_eta_change == 0,
             "a fixed click log (sessions_per_query=%d) cannot follow dynamic_bias_eta_change=%g"
             % (self.sessions_per_query, self.dynamic_bias_eta_change),
+        )
+        require(
+            self.sessions_per_query == 0 or self.session_budget == 0,
+            "a fixed click log (sessions_per_query=%d) is its own budget, the same for every phase; "
+            "session_budget=%d caps fresh clicks only" % (self.sessions_per_query, self.session_budget),
         )
 
 
@@ -350,9 +361,10 @@ class ClickSimulationFeed(BaseInputFeed):
         self._check_format(data_format)
         arrays = self.arrays_for(data_set)
         chosen, clicks = [], []
-        n_chosen = 0
+        n_chosen = n_drawn = 0
         for _ in range(self.MAX_SAMPLE_ROUND_NUM):
             query_idx = torch.randint(arrays.n_queries, (self.batch_size,), generator=self.generator).numpy()
+            n_drawn += len(query_idx)
             batch_clicks = self.clicks_for(arrays, query_idx)
             if check_validation:
                 keep = batch_clicks.sum(axis=1) > 0
@@ -377,6 +389,8 @@ class ClickSimulationFeed(BaseInputFeed):
         query_idx = np.concatenate(chosen)[: self.batch_size]
         batch_clicks = np.concatenate(clicks)[: self.batch_size]
         self._count_batch()
+        if self.click_model is not None:  # clicks, not labels: they count against the run's budget
+            LEDGER.record(n_drawn, len(query_idx), self.hparams.session_budget)
         return self._feed(arrays, query_idx, batch_clicks, check_validation=False)
 
     def _count_batch(self) -> None:
@@ -425,6 +439,7 @@ class ClickLogFeed(ClickSimulationFeed):
                 for start in range(0, len(rows), LOG_CHUNK_ROWS)
             ]
             arrays.click_log = np.concatenate(sessions).reshape(arrays.n_queries, k, -1) > 0
+            LEDGER.log_sessions = arrays.n_queries * k
             logger.info("sampled a click log of %d sessions for each of %d queries", k, arrays.n_queries)
         return arrays.click_log
 

@@ -30,6 +30,7 @@ import ultra
 
 from .. import tensorboard
 from ..compat import runtime
+from ..session_budget import LEDGER
 from .base import LOGGER
 
 #: Lists per pilot update outside main.py (main.py's own default --batch_size).
@@ -129,7 +130,7 @@ def pilot_scores(
     """
     scores: Dict[float, float] = {}
     for weight in candidates:
-        with restored_state(algorithm), tensorboard.paused():
+        with restored_state(algorithm), tensorboard.paused(), LEDGER.in_phase("rerank_pilot"):
             feed = pilot_feed(algorithm, batch_size)
             algorithm._optimizers = None  # a fresh optimizer, as the real run starts with
             algorithm.global_step = 0

@@ -80,6 +80,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..data.prepare import REPORT_FILE as PREPARE_REPORT
 from ..data.ultra_format import atomic_write_text, ultra_data_dir
+from ..session_budget import read_summary as read_session_budget
 from . import methods as registry
 from .evaluate import PER_QUERY_CSV
 from .jsonfile import JsonFileError, read_json
@@ -747,7 +748,8 @@ def execute_run(run: RunSpec, commands: CommandFactory, threads: int) -> Optiona
             return reason
     if not os.path.isfile(os.path.join(run.run_dir, PER_QUERY_CSV)):
         return "the steps finished but wrote no %s" % PER_QUERY_CSV
-    done = {"fingerprint": run.fingerprint, "data": run.data_id, "seconds": round(time.time() - started, 2), "step_seconds": timings}
+    done = {"fingerprint": run.fingerprint, "data": run.data_id, "seconds": round(time.time() - started, 2), "step_seconds": timings,
+            "sessions": read_session_budget(run.run_dir)}
     atomic_write_text(os.path.join(run.run_dir, DONE_FILE), json.dumps(done, indent=1) + "\n")
     return None
 
