@@ -23,6 +23,8 @@ def synthetic_queries(
     qid_prefix: str = "q",
     initial_noise: float = 1.0,
     signal_seed: int = 0,
+    signal: float = 2.0,
+    ranker_feature: bool = False,
 ) -> List[RankedQuery]:
     """Random queries whose features carry their labels' signal.
 
@@ -36,6 +38,13 @@ def synthetic_queries(
         initial_noise: std of the noise the initial ranker adds to relevance.
         signal_seed: seed of the feature direction that carries relevance;
             splits of one dataset must share it to be learnable across splits.
+        signal: how far the label moves the features along that direction
+            (smaller: relevance is harder to learn).
+        ranker_feature: write the initial ranker's noise (divided by
+            ``initial_noise``, clipped to [-1, 1]) into the last feature: a
+            feature the logging ranker used that carries no relevance; clicks,
+            more frequent at the top, make it look relevant (position bias a
+            ranker can learn, the case unbiased learning must undo).
     """
     rng = np.random.default_rng(seed)
     direction = np.random.default_rng(signal_seed).normal(size=n_features)
@@ -49,9 +58,12 @@ def synthetic_queries(
         if labels.max() == 0:  # keep every query useful for ULTRA, which drops all-zero lists
             labels[rng.integers(n_docs)] = 1.0
         features = rng.normal(scale=0.5, size=(n_docs, n_features))
-        features += np.outer(labels / max_label, direction) * 2.0
+        features += np.outer(labels / max_label, direction) * signal
         features = np.clip(features, -1.0, 1.0)
-        scores = labels + rng.normal(scale=initial_noise, size=n_docs)
+        noise = rng.normal(scale=initial_noise, size=n_docs)
+        scores = labels + noise
+        if ranker_feature:
+            features[:, -1] = np.clip(noise / initial_noise, -1.0, 1.0)
         order = query_order(scores)
         qid = "%s%d" % (qid_prefix, q)
         queries.append(
@@ -73,12 +85,21 @@ def write_synthetic_ultra_dataset(
     n_features: int = 20,
     max_label: int = 4,
     seed: int = 0,
+    initial_noise: float = 1.0,
+    signal: float = 2.0,
+    ranker_feature: bool = False,
 ) -> str:
-    """Write a synthetic ULTRA data directory and return its path (with '/')."""
+    """Write a synthetic ULTRA data directory and return its path (with '/').
+
+    ``initial_noise`` is the std of the initial ranker's noise (see
+    :func:`synthetic_queries`): larger values give a weaker initial ranking;
+    ``signal`` and ``ranker_feature`` are passed on too.
+    """
     split_sizes = split_sizes or {"train": 60, "valid": 12, "test": 12}
     for offset, (split, n_queries) in enumerate(sorted(split_sizes.items())):
         queries = synthetic_queries(
-            n_queries, docs_per_query, n_features, max_label, seed + 1000 * offset, qid_prefix=split
+            n_queries, docs_per_query, n_features, max_label, seed + 1000 * offset, qid_prefix=split,
+            initial_noise=initial_noise, signal=signal, ranker_feature=ranker_feature,
         )
         write_split(directory, split, queries)
     write_settings(directory, n_features, max_label)

@@ -1,0 +1,138 @@
+"""Headroom check (issue 17, item 4): is the Oracle significantly above DLA on the study's data?
+
+A study of debiasing means something only where unbiased learning has room to
+gain: the Oracle (trained on the true labels) must be significantly above DLA
+(p <= 0.01) before MULTR is compared with anything.  This script runs that
+check on generated lists::
+
+    python example/reproduce_headroom.py --out out/headroom [--datasets 1 2 3] [--seeds 0 1]
+        [--train-queries 1000] [--valid-queries 100] [--test-queries 500] [--features 46]
+        [--initial-noise 2.0] [--steps 1000] [--click-model settings/click_models/cascade_eps0.1_ymax4.json]
+        [--multr] [--workers 2] [--threads N] [--dry-run]
+
+1. Per ``--datasets`` value k, a generated ULTRA data directory
+   ``<out>/data/Fold<k>`` (the recipe of ``reproduce_generated_small.py``:
+   graded labels 0-4, 15-30 documents per query) with ``--train-queries``
+   training queries and a weak initial ranker (``--initial-noise``: the std
+   of the noise added to the labels to order each list).
+2. The MQ2008 study's runner config (``reproduce_mq2008.py``) on those
+   directories: cascade clicks (strong position bias: a user stops at the
+   first click), fresh clicks every step, Naive, DLA and the Oracle.  The
+   Oracle is registered as a tested row (role ``multr``), so the runner's
+   table marks it and gives its p-value against the best baseline; with
+   ``--multr``, MULTR at its defaults and paper-exact
+   (``rerank_weight=paper,dr_weight_guard=none``, the sweep variant
+   ``rerank_weight=paper``) join the same runs.
+3. The runner (resumable) and the paired table of every pair of methods:
+   ``<out>/results/pairwise.md`` (two-sided Fisher randomisation test over
+   the test queries pooled over datasets, each query averaged over seeds).
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+
+import reproduce_generated_small as generated
+import reproduce_mq2008 as study
+
+from ultra_multr.data.ultra_format import atomic_write_text
+from ultra_multr.experiments import compare, runner
+from ultra_multr.experiments.aggregate import METRICS
+
+#: The Oracle as a tested row: the runner's table then gives its p against the best baseline.
+HEADROOM_ORACLE = {
+    "oracle_tested": {
+        "label": "Oracle", "role": "multr", "learning_algorithm": "ultra_multr.Naive",
+        "train_input_hparams": {"oracle_mode": True},
+    }
+}
+#: MULTR exactly as the paper writes it (Eq. dr_loss, no guard).
+PAPER_EXACT = {"name": "rerank_weight", "methods": ["multr"], "section": "learning_algorithm_hparams",
+               "parameter": "rerank_weight", "values": ["paper"],
+               "overrides": {"learning_algorithm_hparams": {"dr_weight_guard": "none"}}}
+
+
+def pairwise_table(runs_dir: str, groups, n_permutations: int = 10000) -> str:
+    """Markdown: per pair of (label, method, variant) groups with finished runs, the paired p per metric."""
+    found = []
+    for label, method, variant in groups:
+        try:
+            found.append((label, compare.method_runs(runs_dir, method, variant)))
+        except ValueError:  # not run (yet): left out of the table, and said so
+            found.append((label, None))
+    lines = ["| pair (runs) | " + " | ".join(METRICS) + " |", "|---" * (len(METRICS) + 1) + "|"]
+    for (label_a, a), (label_b, b) in itertools.combinations(found, 2):
+        if a is None or b is None:
+            continue
+        cells = compare.significance_row(a, b, n_permutations)
+        lines.append("| %s (%d) vs %s (%d) | %s |" % (
+            label_a, len(a), label_b, len(b), " | ".join(cells[m] for m in METRICS)))
+    missing = [label for label, records in found if records is None]
+    note = "\nNot run: %s.\n" % ", ".join(missing) if missing else ""
+    return "\n".join(lines) + "\n" + note
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--datasets", type=int, nargs="+", default=[1, 2, 3], help="seeds of the generated datasets")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--train-queries", type=int, default=1000)
+    parser.add_argument("--valid-queries", type=int, default=100)
+    parser.add_argument("--test-queries", type=int, default=500)
+    parser.add_argument("--features", type=int, default=46)
+    parser.add_argument("--initial-noise", type=float, default=2.0)
+    parser.add_argument("--signal", type=float, default=2.0, help="label signal in the features (smaller: harder)")
+    parser.add_argument(
+        "--ranker-feature", action="store_true",
+        help="the initial ranker's noise is a feature (a non-relevant feature that clicks make look relevant)",
+    )
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--click-model", default=generated.CASCADE_4)
+    parser.add_argument("--multr", action="store_true", help="also MULTR at its defaults and paper-exact")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=None, help="threads per run (the runner's --threads)")
+    parser.add_argument("--dry-run", action="store_true", help="generate nothing, train nothing: list the runs")
+    args = parser.parse_args(argv)
+    if min(args.train_queries, args.valid_queries, args.test_queries, args.features) < 2:
+        parser.error("--train-queries, --valid-queries, --test-queries and --features must be >= 2")
+    out = os.path.abspath(args.out)
+    data_root = os.path.join(out, "data")
+    methods = ["oracle_tested", "naive", "dla"] + (["multr"] if args.multr else [])
+    config_args = argparse.Namespace(
+        out=out, folds=args.datasets, seeds=args.seeds, steps=args.steps, click_model=args.click_model,
+        methods=methods, budgets=[], no_fresh=False, rerank_weights=[], sweep=[], multr_hparams={},
+    )
+    config = study.study_config(config_args, data_root)
+    config["datasets"] = {"generated": config["datasets"]["mq2008"]}
+    config["extra_methods"] = HEADROOM_ORACLE
+    config["sweeps"] = [PAPER_EXACT] if args.multr else []
+    if not args.dry_run:
+        for k in args.datasets:
+            recipe = {
+                "seed": k, "train_queries": args.train_queries, "features": args.features,
+                "valid_queries": args.valid_queries, "test_queries": args.test_queries,
+                "initial_noise": args.initial_noise, "signal": args.signal,
+                "ranker_feature": args.ranker_feature,
+            }
+            generated.write_dataset(os.path.join(data_root, "Fold%d" % k), recipe)
+    config_path = os.path.join(out, "study.json")
+    atomic_write_text(config_path, json.dumps(config, indent=2) + "\n")
+    runner_argv = [config_path, "--workers", str(args.workers)] + (["--threads", str(args.threads)] if args.threads else [])
+    code = runner.main(runner_argv + (["--dry-run"] if args.dry_run else []))
+    if args.dry_run:
+        return code
+    groups = [("Oracle", "oracle_tested", None), ("DLA", "dla", None), ("Naive", "naive", None)]
+    if args.multr:
+        groups += [("MULTR default", "multr", None), ("MULTR paper-exact", "multr", "rerank_weight=paper")]
+    table = pairwise_table(os.path.join(out, "runs"), groups)
+    atomic_write_text(os.path.join(out, "results", "pairwise.md"), table)
+    print(table)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
