@@ -136,3 +136,69 @@ def test_the_position_only_model_is_the_click_rate_per_position():
     np.testing.assert_allclose(rates, [2 / 3, 1 / 3, 1e-4])
     expected = (2 * np.log(2 / 3) + np.log(1 / 3)) + (np.log(1 / 3) + 2 * np.log(2 / 3)) + 2 * np.log(1 - 1e-4)
     assert model.log_likelihood([(clicks, mask)]) == pytest.approx(expected / 3)
+
+
+def build_baseline(data_dir, algorithm, hparams):
+    """A baseline wired as main.py wires it (cf. test_multr_ultra.build), and its padded training set."""
+    data = ultra.utils.read_data(data_dir, "train", None, 0)
+    settings = {
+        "train_input_feed": "ultra_multr.feeds.ClickSimulationFeed",
+        "train_input_hparams": "click_model_json=%s,seed=0" % CASCADE,
+        "ranking_model": "ultra.ranking_model.DNN",
+        "ranking_model_hparams": "hidden_layer_sizes=[32,16]",
+        "learning_algorithm": algorithm,
+        "learning_algorithm_hparams": hparams,
+        "metrics": ["ndcg"],
+        "metrics_topn": [10],
+        "objective_metric": "ndcg_10",
+        "max_candidate_num": data.rank_list_size,
+        "selection_bias_cutoff": 10,
+    }
+    data.pad(data.rank_list_size)
+    return ultra.utils.find_class(algorithm)(data, settings), data
+
+
+TUNE = "seed=1,device=cpu,log_every=0,tune=learning_rate,tune_grid=[0.01,0.5,0.05],tune_pilot_steps=3,pilot_min_queries=1"
+
+
+def test_a_baselines_pilot_takes_the_best_candidate_counts_its_sessions_and_leaves_no_trace(
+    synthetic_data_dir, monkeypatch, caplog
+):
+    from ultra_multr.algorithms import rerank_weight, tuning
+
+    model, _ = build_baseline(synthetic_data_dir, "ultra_multr.DLA", TUNE)
+    before = [p.detach().clone() for p in model.model.parameters()]
+    # a validation score peaked at learning rate 0.5: the argmax must find it (not the first, not the last)
+    monkeypatch.setattr(rerank_weight, "validation_metric", lambda algorithm, _: 1 - abs(algorithm.hparams.learning_rate - 0.5))
+    with caplog.at_level(logging.INFO, logger="ultra_multr"):
+        chosen = tuning.tune(model, read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=16)
+    assert chosen == 0.5 and model.hparams.learning_rate == 0.5 and model.propensity_learning_rate == 0.5
+    assert "tune=learning_rate: pilot of 3 steps, ndcg_10 by value: 0.01: 0.5100, 0.5: 1.0000, 0.05: 0.5500" in caplog.text
+    assert LEDGER.counts["tuning_pilot"]["lists"] == 3 * 3 * 16
+    assert all(torch.equal(a, b) for a, b in zip(before, model.model.parameters()))
+    assert model.global_step == 0 and model._optimizers is None
+
+
+def test_a_baselines_pilot_refuses_too_few_validation_queries(synthetic_data_dir, caplog):
+    from ultra_multr.algorithms import tuning
+
+    model, _ = build_baseline(synthetic_data_dir, "ultra_multr.Naive", TUNE.replace("pilot_min_queries=1", "pilot_min_queries=30"))
+    with caplog.at_level(logging.WARNING, logger="ultra_multr"):
+        chosen = tuning.tune(model, read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=16)
+    assert chosen == 0.05 and "only 12 validation queries (< pilot_min_queries=30)" in caplog.text
+    assert "tuning_pilot" not in LEDGER.counts
+
+
+@pytest.mark.parametrize(
+    "algorithm, hparams, message",
+    [
+        ("ultra_multr.Naive", "tune=max_propensity_weight,tune_grid=[1,10]", "tune must be one of .* that"),
+        ("ultra_multr.DLA", "tune=learning_rate,tune_grid=[0.1]", "needs a tune_grid of at least 2"),
+        ("ultra_multr.MULTR", "tune=learning_rate,tune_grid=[0.1,0.2]", "MULTR's validation pilot is rerank_weight=auto"),
+    ],
+)
+def test_bad_tune_hparams_are_named(synthetic_data_dir, algorithm, hparams, message):
+    from ultra_multr.config import HParamError
+
+    with pytest.raises(HParamError, match=message):
+        build_baseline(synthetic_data_dir, algorithm, hparams)

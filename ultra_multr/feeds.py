@@ -364,11 +364,15 @@ class ClickSimulationFeed(BaseInputFeed):
         n_chosen = n_drawn = 0
         for _ in range(self.MAX_SAMPLE_ROUND_NUM):
             query_idx = torch.randint(arrays.n_queries, (self.batch_size,), generator=self.generator).numpy()
-            n_drawn += len(query_idx)
             batch_clicks = self.clicks_for(arrays, query_idx)
+            need = self.batch_size - n_chosen
             if check_validation:
-                keep = batch_clicks.sum(axis=1) > 0
-                query_idx, batch_clicks = query_idx[keep], batch_clicks[keep]
+                kept = np.flatnonzero(batch_clicks.sum(axis=1) > 0)
+                # the sessions a log needs to fill the batch: up to the last list used, those without a click included
+                n_drawn += len(query_idx) if len(kept) < need else int(kept[need - 1]) + 1
+                query_idx, batch_clicks = query_idx[kept], batch_clicks[kept]
+            else:
+                n_drawn += need
             chosen.append(query_idx)
             clicks.append(batch_clicks)
             n_chosen += len(query_idx)

@@ -165,9 +165,9 @@ class DoublyRobustConfig(AlgorithmConfig):
         simulator_min_heldout_sessions: early stopping chooses a state only
             from at least this many distinct held-out sessions; with fewer it
             is switched off (logged) and the last state is kept, the paper's rule.
-        pilot_min_queries: ``rerank_weight=auto`` chooses only from at least
-            this many validation queries; with fewer (logged) it keeps
-            ``rerank_weight_fallback``.
+        (``pilot_min_queries``, of AlgorithmConfig: ``rerank_weight=auto``
+            chooses only from at least this many validation queries; with
+            fewer, logged, it keeps ``rerank_weight_fallback``.)
         rerank_weight_fallback: the stated default of "auto" without enough
             evidence or without a validation split ("paper" or a number).
         simulator_guard: "position" (a trained simulator whose held-out click
@@ -214,7 +214,6 @@ class DoublyRobustConfig(AlgorithmConfig):
     simulator_patience: int = 5
     simulator_log_every: int = 500
     simulator_min_heldout_sessions: int = 300
-    pilot_min_queries: int = 30
     rerank_weight_fallback: str = "paper"
     simulator_guard: str = "position"
     dr_weight_guard: str = "clip"
@@ -250,7 +249,10 @@ class DoublyRobustConfig(AlgorithmConfig):
         require(self.simulator_eval_every > 0, "simulator_eval_every must be > 0, got %d" % self.simulator_eval_every)
         require(self.simulator_patience >= 0, "simulator_patience must be >= 0, got %d" % self.simulator_patience)
         require(self.simulator_min_heldout_sessions >= 0, "simulator_min_heldout_sessions must be >= 0")
-        require(self.pilot_min_queries >= 1, "pilot_min_queries must be >= 1, got %d" % self.pilot_min_queries)
+        require(
+            not self.tune,
+            "tune=%s: MULTR's validation pilot is rerank_weight=auto; tune gives the baselines the same" % self.tune,
+        )
         self.resolve_rerank_weight(self.rerank_weight_fallback, "rerank_weight_fallback", needs_sample_num=False)
         require(
             self.simulator_guard in SIMULATOR_GUARDS,
@@ -335,7 +337,6 @@ class DoublyRobustMixin:
             self.generator.seed()
         else:
             self.generator.manual_seed(config.seed)
-        self._train_set = data_set
         self._simulator_ready = False
         #: True when the trained simulator lost to the position-only click model (see reject_if_trivial)
         self.simulator_rejected = False
