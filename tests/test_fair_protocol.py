@@ -202,3 +202,34 @@ def test_bad_tune_hparams_are_named(synthetic_data_dir, algorithm, hparams, mess
 
     with pytest.raises(HParamError, match=message):
         build_baseline(synthetic_data_dir, algorithm, hparams)
+
+
+def test_the_sessions_table_lists_each_runs_phases_and_pilot_choices(tmp_path):
+    from ultra_multr.experiments import budget
+
+    def finished(name, info, summary, stderr):
+        run_dir = tmp_path / "runs" / name
+        (run_dir / "model").mkdir(parents=True)
+        (run_dir / "run.json").write_text(json.dumps(info))
+        (run_dir / "done.json").write_text("{}")
+        (run_dir / "train.stderr").write_text(stderr)
+        if summary:
+            (run_dir / "model" / BUDGET_FILE).write_text(json.dumps(summary))
+
+    finished(
+        "multr", {"dataset": "g", "fold": "Fold1", "label": "MULTR", "seed": 0},
+        {"phases": {"ranker": {"sessions": 900, "lists": 800}, "rerank_pilot": {"sessions": 90, "lists": 80}},
+         "total_sessions": 990},
+        "[ultra_multr] user simulator: only 16 distinct held-out sessions (< simulator_min_heldout_sessions=300)\n"
+        "[ultra_multr] rerank_weight=auto: pilot of 2 steps, ndcg_10 by a: 0.0000: 0.5, 0.5000: 0.6; chosen a = 0.5000\n",
+    )
+    finished(
+        "dla", {"dataset": "g", "fold": "Fold1", "label": "DLA (tuned)", "seed": 1},
+        {"phases": {"tuning_pilot": {"sessions": 7, "lists": 6}}, "total_sessions": 7},
+        "[ultra_multr] tune=learning_rate: pilot of 3 steps, ndcg_10 by value: 0.01: 0.5; chosen learning_rate = 0.2\n",
+    )
+    finished("oracle", {"dataset": "g", "fold": "Fold1", "label": "Oracle", "seed": 0}, None, "")
+    rows = budget.format_markdown(str(tmp_path / "runs")).splitlines()
+    assert "| g / Fold1 / DLA (tuned) / seed 1 |  |  |  |  | 7 | 7 | learning_rate = 0.2 |  |" in rows
+    assert "| g / Fold1 / MULTR / seed 0 | 900 |  |  | 90 |  | 990 | 0.5000 | only 16 distinct held-out sessions |" in rows
+    assert "| g / Fold1 / Oracle / seed 0 |  |  |  |  |  | n/a |  |  |" in rows
