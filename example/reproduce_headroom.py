@@ -37,7 +37,9 @@ check on generated lists::
    against the best baseline; with
    ``--multr``, MULTR at its defaults and paper-exact
    (``rerank_weight=paper,dr_weight_guard=none``, the sweep variant
-   ``rerank_weight=paper``) join the same runs.
+   ``rerank_weight=paper``) and DLA and Naive under the fair protocol's
+   equal tuning (``dla_tuned``, ``naive_tuned``: the same 3-candidate
+   validation pilot as MULTR's, docs/fair_protocol.md) join the same runs.
 3. The runner (resumable): its table ``<out>/results/generated.md``; the
    paired table of every pair of methods ``<out>/results/pairwise.md``
    (two-sided Fisher randomisation test over the test queries pooled over
@@ -120,7 +122,9 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--click-model", default=generated.CASCADE_4)
-    parser.add_argument("--multr", action="store_true", help="also MULTR at its defaults and paper-exact")
+    parser.add_argument(
+        "--multr", action="store_true", help="also MULTR at its defaults and paper-exact, DLA and Naive tuned equally"
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None, help="threads per run (the runner's --threads)")
     parser.add_argument("--dry-run", action="store_true", help="generate nothing, train nothing: list the runs")
@@ -129,7 +133,9 @@ def main(argv=None) -> int:
         parser.error("--train-queries, --valid-queries, --test-queries and --features must be >= 2")
     out = os.path.abspath(args.out)
     data_root = os.path.join(out, "data")
-    methods = ["oracle_tested", "oracle_clicks", "naive", "dla"] + (["multr"] if args.multr else [])
+    methods = ["oracle_tested", "oracle_clicks", "naive", "dla"] + (
+        ["multr", "dla_tuned", "naive_tuned"] if args.multr else []
+    )
     config_args = argparse.Namespace(
         out=out, folds=args.datasets, seeds=args.seeds, steps=args.steps, click_model=args.click_model,
         methods=methods, budgets=[], no_fresh=False, rerank_weights=[], sweep=[], multr_hparams={},
@@ -158,7 +164,8 @@ def main(argv=None) -> int:
     groups = [("Oracle", "oracle_tested", None), ("Oracle (unbiased clicks)", "oracle_clicks", None),
               ("DLA", "dla", None), ("Naive", "naive", None)]
     if args.multr:
-        groups += [("MULTR default", "multr", None), ("MULTR paper-exact", "multr", "rerank_weight=paper")]
+        groups += [("MULTR default", "multr", None), ("MULTR paper-exact", "multr", "rerank_weight=paper"),
+                   ("DLA (tuned)", "dla_tuned", None), ("Naive (tuned)", "naive_tuned", None)]
     runs_dir = os.path.join(out, "runs")
     table = pairwise_table(runs_dir, groups)
     atomic_write_text(os.path.join(out, "results", "pairwise.md"), table)
