@@ -71,7 +71,7 @@ HEADROOM_ORACLE = {
 }
 #: Naive on clicks from the click model's click probabilities with every position examined: the same
 #: click noise without position bias, so its gap to DLA is what debiasing can recover.
-UNBIASED_4 = os.path.join(study.REPO, "settings", "click_models", "unbiased_eps0.1_ymax4.json")
+UNBIASED_4 = os.path.join(study.REPO, "settings", "click_models", "pbm_eta0_eps0.1_ymax4.json")
 HEADROOM_ORACLE["oracle_clicks"] = {
     "label": "Oracle (unbiased clicks)", "role": "multr", "learning_algorithm": "ultra_multr.Naive",
 }
