@@ -37,6 +37,7 @@ def test_every_phase_and_the_pilot_count_in_the_budget(synthetic_data_dir):
     model.select_rerank_weight(read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=16)
     train_losses(model, feed, data, steps=2)
     phases = LEDGER.summary()["phases"]
+    assert phases["ranker"]["clicks"] >= phases["ranker"]["lists"]  # every list fed has a click
     assert {phase: count["lists"] for phase, count in phases.items()} == {
         "simulator_heldout": 2 * 8, "simulator_train": 2 * 8, "rerank_pilot": 3 * 3 * 16, "ranker": 2 * 16,
     }
@@ -218,7 +219,8 @@ def test_the_sessions_table_lists_each_runs_phases_and_pilot_choices(tmp_path):
 
     finished(
         "multr", {"dataset": "g", "fold": "Fold1", "label": "MULTR", "seed": 0},
-        {"phases": {"ranker": {"sessions": 900, "lists": 800}, "rerank_pilot": {"sessions": 90, "lists": 80}},
+        {"phases": {"ranker": {"sessions": 900, "lists": 800, "clicks": 1000},
+                    "rerank_pilot": {"sessions": 90, "lists": 80, "clicks": 100}},
          "total_sessions": 990},
         "[ultra_multr] user simulator: only 16 distinct held-out sessions (< simulator_min_heldout_sessions=300)\n"
         "[ultra_multr] rerank_weight=auto: pilot of 2 steps, ndcg_10 by a: 0.0000: 0.5, 0.5000: 0.6; chosen a = 0.5000\n",
@@ -230,6 +232,6 @@ def test_the_sessions_table_lists_each_runs_phases_and_pilot_choices(tmp_path):
     )
     finished("oracle", {"dataset": "g", "fold": "Fold1", "label": "Oracle", "seed": 0}, None, "")
     rows = budget.format_markdown(str(tmp_path / "runs")).splitlines()
-    assert "| g / Fold1 / DLA (tuned) / seed 1 |  |  |  |  | 7 | 7 | learning_rate = 0.2 |  |" in rows
-    assert "| g / Fold1 / MULTR / seed 0 | 900 |  |  | 90 |  | 990 | 0.5000 | only 16 distinct held-out sessions |" in rows
-    assert "| g / Fold1 / Oracle / seed 0 |  |  |  |  |  | n/a |  |  |" in rows
+    assert "| g / Fold1 / DLA (tuned) / seed 1 |  |  |  |  | 7 | 7 |  | learning_rate = 0.2 |  |" in rows
+    assert "| g / Fold1 / MULTR / seed 0 | 900 |  |  | 90 |  | 990 | 1.250 | 0.5000 | only 16 distinct held-out sessions |" in rows
+    assert "| g / Fold1 / Oracle / seed 0 |  |  |  |  |  | n/a |  |  |  |" in rows

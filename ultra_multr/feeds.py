@@ -394,7 +394,7 @@ class ClickSimulationFeed(BaseInputFeed):
         batch_clicks = np.concatenate(clicks)[: self.batch_size]
         self._count_batch()
         if self.click_model is not None:  # clicks, not labels: they count against the run's budget
-            LEDGER.record(n_drawn, len(query_idx), self.hparams.session_budget)
+            LEDGER.record(n_drawn, len(query_idx), self.hparams.session_budget, float(batch_clicks.sum()))
         return self._feed(arrays, query_idx, batch_clicks, check_validation=False)
 
     def _count_batch(self) -> None:

@@ -12,10 +12,10 @@ running at the time:
 * ``tuning_pilot``: the validation pilot of a baseline's hyper-parameter
   (:mod:`ultra_multr.algorithms.tuning`).
 
-Per phase two numbers: ``sessions`` (lists drawn, those without a click
-included: a logged session without a click is still a session) and
-``lists`` (lists handed to the learner: main.py and the simulator drop lists
-without a click).  With a fixed click log (``ClickLogFeed``,
+Per phase three numbers: ``sessions`` (lists drawn, those without a click
+included: a logged session without a click is still a session), ``lists``
+(lists handed to the learner: main.py and the simulator drop lists without
+a click) and ``clicks`` (on those lists; clicks per list = clicks / lists).  With a fixed click log (``ClickLogFeed``,
 ``sessions_per_query=K``) every phase draws from the same log, so the run's
 distinct sessions are the log's Q x K (``log_sessions``), whatever the draws.
 
@@ -66,8 +66,8 @@ class SessionLedger:
     def total(self) -> int:
         return sum(count["sessions"] for count in self.counts.values())
 
-    def record(self, sessions: int, lists: int, budget: int = 0) -> None:
-        """Count ``sessions`` drawn and ``lists`` fed under the current phase.
+    def record(self, sessions: int, lists: int, budget: int = 0, clicks: float = 0.0) -> None:
+        """Count ``sessions`` drawn, ``lists`` fed and their ``clicks`` under the current phase.
 
         Args:
             budget: the feed's ``session_budget`` (0: none); the largest one
@@ -87,9 +87,10 @@ class SessionLedger:
                 "--max_train_iteration, simulator_steps, rerank_pilot_steps)"
                 % (self.budget, self.phase, self.total, self.describe(), sessions)
             )
-        count = self.counts.setdefault(self.phase, {"sessions": 0, "lists": 0})
+        count = self.counts.setdefault(self.phase, {"sessions": 0, "lists": 0, "clicks": 0})
         count["sessions"] += int(sessions)
         count["lists"] += int(lists)
+        count["clicks"] += int(clicks)
 
     @contextmanager
     def in_phase(self, phase: str) -> Iterator[None]:

@@ -5,7 +5,8 @@ and the same tuning budget; this module puts the evidence beside the result
 tables.  For every finished run under a runner's ``runs`` folder:
 
 * the sessions per phase (``<run>/model/session_budget.json``, written by
-  :mod:`ultra_multr.session_budget`; also in ``done.json`` under ``sessions``);
+  :mod:`ultra_multr.session_budget`; also in ``done.json`` under ``sessions``)
+  and the ranker's clicks per list (lists without a click dropped);
 * from ``train.stderr``: the rerank pilot's and a baseline's ``tune`` pilot's
   choice, and the refusals (too few validation queries or held-out sessions,
   a rejected simulator).
@@ -52,6 +53,9 @@ def run_facts(run_dir: str) -> Dict[str, str]:
         count = (summary or {}).get("phases", {}).get(phase)
         facts[phase] = "%d" % count["sessions"] if count else ""
     facts["total sessions"] = "%d" % summary["total_sessions"] if summary else "n/a"
+    ranker = (summary or {}).get("phases", {}).get("ranker", {})
+    if ranker.get("lists") and "clicks" in ranker:
+        facts["ranker clicks per list"] = "%.3f" % (ranker["clicks"] / ranker["lists"])
     stderr = os.path.join(run_dir, "train.stderr")
     text = open(stderr).read() if os.path.isfile(stderr) else ""
     for column, pattern in LOG_FACTS:
@@ -65,7 +69,7 @@ def run_facts(run_dir: str) -> Dict[str, str]:
 
 def format_markdown(runs_dir: str) -> str:
     """One row per finished run: sessions per phase (those without a click included), total, pilot choices, refusals."""
-    columns = ["run"] + list(PHASES) + ["total sessions", "pilot choice", "refused"]
+    columns = ["run"] + list(PHASES) + ["total sessions", "ranker clicks per list", "pilot choice", "refused"]
     rows: List[Dict[str, str]] = sorted((run_facts(d) for d in finished_run_dirs(runs_dir)), key=lambda f: f["run"])
     lines = ["| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
     lines += ["| " + " | ".join(row.get(c, "") for c in columns) + " |" for row in rows]
