@@ -3,6 +3,9 @@
 # queries, cascade clicks and a non-relevant feature the logging ranker used; paired tests over the pooled test queries.
 #
 # Usage: example/reproduce_headroom.sh OUT_DIR [more reproduce_headroom.py flags, e.g. --multr or --dry-run]
+# The committed tables: `example/reproduce_headroom.sh out/headroom`, then
+#   SEEDS=0 example/reproduce_headroom.sh out/headroom --multr   (item 5 on the same set: MULTR default and
+#   paper-exact, DLA and Naive tuned equally; seed 0 only, for lack of compute)
 # Environment: DATASETS (default "1 2 3"), SEEDS ("0 1"), STEPS (500), WORKERS (2), THREADS (the runner's default).
 # Resumable: run it again after an interruption and it skips the finished runs.  The tables are copied to
 # example/results_headroom/ (generated.md: the runner's table with the p-value line; pairwise.md: every pair;
@@ -16,7 +19,10 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 python "$HERE/reproduce_headroom.py" --out "$OUT_DIR" --datasets ${DATASETS:-1 2 3} --seeds ${SEEDS:-0 1} \
   --steps "${STEPS:-500}" --workers "${WORKERS:-2}" ${THREADS:+--threads "$THREADS"} "$@"
 case " $* " in *" --dry-run "*) exit 0 ;; esac
+# the headroom check's tables as they are; after a --multr pass (the same OUT_DIR: its runs are reused) with a prefix
+PREFIX=
+case " $* " in *" --multr "*) PREFIX=multr_ ;; esac
 mkdir -p "$HERE/results_headroom"
 for table in generated pairwise sessions diagnostics; do
-  cp "$OUT_DIR/results/$table.md" "$HERE/results_headroom/$table.md"
+  cp "$OUT_DIR/results/$table.md" "$HERE/results_headroom/$PREFIX$table.md"
 done
