@@ -60,7 +60,7 @@ import reproduce_mq2008 as study
 
 from ultra_multr.data.ultra_format import atomic_write_text
 from ultra_multr.experiments import budget, compare, diagnostics, runner
-from ultra_multr.experiments.aggregate import METRICS
+from ultra_multr.experiments.aggregate import METRICS, collect_runs
 
 #: The Oracle as a tested row: the runner's table then gives its p against the best baseline.
 HEADROOM_ORACLE = {
@@ -99,6 +99,20 @@ def pairwise_table(runs_dir: str, groups, n_permutations: int = 10000) -> str:
     missing = [label for label, records in found if records is None]
     note = "\nNot run: %s.\n" % ", ".join(missing) if missing else ""
     return "\n".join(lines) + "\n" + note
+
+
+def cells_table(runs_dir: str, groups, folds, seeds) -> str:
+    """Markdown: every (method, set) cell of the grid, with the seeds that finished ("not run" where none did)."""
+    done = {(r.info["method"], r.info.get("variant") if r.info.get("sweep") else None, r.info["fold"], r.info["seed"])
+            for r in collect_runs(runs_dir)}
+    lines = ["| method | " + " | ".join("Fold%d" % k for k in folds) + " |", "|---" * (len(folds) + 1) + "|"]
+    for label, method, variant in groups:
+        cells = []
+        for k in folds:
+            finished = [seed for seed in seeds if (method, variant, "Fold%d" % k, seed) in done]
+            cells.append("run (seeds %s)" % ", ".join(map(str, finished)) if finished else "not run")
+        lines.append("| %s | %s |" % (label, " | ".join(cells)))
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
@@ -173,6 +187,9 @@ def main(argv=None) -> int:
     atomic_write_text(os.path.join(out, "results", "sessions.md"), budget.format_markdown(runs_dir))
     atomic_write_text(
         os.path.join(out, "results", "diagnostics.md"), diagnostics.format_markdown(diagnostics.collect(runs_dir))
+    )
+    atomic_write_text(
+        os.path.join(out, "results", "cells.md"), cells_table(runs_dir, groups, args.datasets, args.seeds)
     )
     print(table)
     return code

@@ -9,7 +9,8 @@
 # Environment: DATASETS (default "1 2 3"), SEEDS ("0 1"), STEPS (500), WORKERS (2), THREADS (the runner's default).
 # Resumable: run it again after an interruption and it skips the finished runs.  The tables are copied to
 # example/results_headroom/ (generated.md: the runner's table with the p-value line; pairwise.md: every pair;
-# sessions.md: sessions per phase and pilot choices per run; diagnostics.md: learned propensities, simulator fit).
+# sessions.md: sessions per phase and pilot choices per run; diagnostics.md: learned propensities, simulator fit;
+# cells.md: which cells of the grid ran, with their seeds).
 set -euo pipefail
 if [ $# -lt 1 ]; then echo "usage: $0 OUT_DIR [reproduce_headroom.py flags]" >&2; exit 2; fi
 OUT_DIR=$1
@@ -23,6 +24,6 @@ case " $* " in *" --dry-run "*) exit 0 ;; esac
 PREFIX=
 case " $* " in *" --multr "*) PREFIX=multr_ ;; esac
 mkdir -p "$HERE/results_headroom"
-for table in generated pairwise sessions diagnostics; do
+for table in generated pairwise sessions diagnostics cells; do
   cp "$OUT_DIR/results/$table.md" "$HERE/results_headroom/$PREFIX$table.md"
 done
