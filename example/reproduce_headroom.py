@@ -81,14 +81,15 @@ PAPER_EXACT = {"name": "rerank_weight", "methods": ["multr"], "section": "learni
                "overrides": {"learning_algorithm_hparams": {"dr_weight_guard": "none"}}}
 
 
-def pairwise_table(runs_dir: str, groups, n_permutations: int = 10000, pairs=None) -> str:
+def pairwise_table(runs_dir: str, groups, n_permutations: int = 10000, pairs=None, seeds=None) -> str:
     """Markdown: per pair of (label, method, variant) groups with finished runs, the paired p per metric.
 
-    ``pairs``: (label, label) pairs to test (default: every pair)."""
+    ``pairs``: (label, label) pairs to test (default: every pair); ``seeds``: only the runs of these seeds
+    (default: all), so that both sides of a pair have the same seeds."""
     found = []
     for label, method, variant in groups:
         try:
-            found.append((label, compare.method_runs(runs_dir, method, variant)))
+            found.append((label, compare.method_runs(runs_dir, method, variant, seeds)))
         except ValueError:  # not run (yet): left out of the table, and said so
             found.append((label, None))
     lines = ["| pair (runs) | " + " | ".join(METRICS) + " |", "|---" * (len(METRICS) + 1) + "|"]
@@ -188,7 +189,7 @@ def main(argv=None) -> int:
         labels = [label for label, _, _ in groups]
         pairs = [(a, b) for a, b in itertools.combinations(labels, 2) if "MULTR" in a + b]
         pairs += [("DLA", "DLA (tuned)"), ("Naive", "Naive (tuned)")]
-    table = pairwise_table(runs_dir, groups, pairs=pairs)
+    table = pairwise_table(runs_dir, groups, pairs=pairs, seeds=args.seeds if args.multr else None)
     atomic_write_text(os.path.join(out, "results", "pairwise.md"), table)
     # the evidence beside the tables: sessions per phase and pilot choices, learned propensities, simulator fit
     atomic_write_text(os.path.join(out, "results", "sessions.md"), budget.format_markdown(runs_dir))
