@@ -41,6 +41,10 @@ RECIPE_FILE = "generated.json"
 def write_dataset(directory: str, recipe: dict) -> None:
     """Write the generated data directory of ``recipe`` unless it is there already.
 
+    ``recipe``: seed, train_queries, features and optionally valid_queries (30),
+    test_queries (200), docs_per_query ([15, 30]), initial_noise (1.0, the initial ranker's noise), signal (2.0)
+    and ranker_feature (False) of :func:`ultra_multr.data.synthetic.synthetic_queries`.
+
     Raises:
         ValueError: ``directory`` holds data generated with another recipe.
     """
@@ -53,11 +57,14 @@ def write_dataset(directory: str, recipe: dict) -> None:
         return
     write_synthetic_ultra_dataset(
         directory,
-        {"train": recipe["train_queries"], "valid": 30, "test": 200},
-        docs_per_query=(15, 30),
+        {"train": recipe["train_queries"], "valid": recipe.get("valid_queries", 30), "test": recipe.get("test_queries", 200)},
+        docs_per_query=tuple(recipe.get("docs_per_query", (15, 30))),
         n_features=recipe["features"],
         max_label=4,
         seed=recipe["seed"],
+        initial_noise=recipe.get("initial_noise", 1.0),
+        signal=recipe.get("signal", 2.0),
+        ranker_feature=recipe.get("ranker_feature", False),
     )
     atomic_write_text(recipe_path, json.dumps(recipe, sort_keys=True) + "\n")
 

@@ -17,8 +17,23 @@ from ultra_multr.config import HParamError  # noqa: E402
 CASCADE = os.path.join(REPO_ROOT, "settings", "click_models", "cascade_eps0.1_ymax4.json")
 
 
+#: Test-sized simulators (a few steps) lose to the position-only click model, and the test data have 12 validation
+#: queries and few held-out sessions: tests of other behaviour switch the guard off and let the pilot and early
+#: stopping choose (tests/test_fair_protocol.py tests all three at their defaults).
+SMALL_DATA_HPARAMS = {"simulator_guard": "none", "pilot_min_queries": "1", "simulator_min_heldout_sessions": "1"}
+
+
+def small_data(hparams):
+    """MULTR's ``hparams`` plus :data:`SMALL_DATA_HPARAMS` where they do not set them."""
+    given = {part.split("=", 1)[0].strip() for part in hparams.split(",") if "=" in part}
+    extra = ["%s=%s" % item for item in SMALL_DATA_HPARAMS.items() if item[0] not in given]
+    return ",".join(part for part in [hparams] + extra if part)
+
+
 def settings_for(tmp_path, algorithm_hparams, name="multr.json", algorithm="ultra_multr.MULTR", feed_hparams=None):
     """settings/multr_dla.json with a small ranker and test-sized hparams, written to tmp_path."""
+    if "MULTR" in algorithm:
+        algorithm_hparams = small_data(algorithm_hparams)
     with open(os.path.join(REPO_ROOT, "settings", "multr_dla.json")) as handle:
         settings = json.load(handle)
     settings["ranking_model_hparams"] = "hidden_layer_sizes=[32,16]"
@@ -126,7 +141,7 @@ def build(data_dir, hparams, seed_feed=0, feed="ultra_multr.feeds.ClickSimulatio
         "ranking_model": "ultra.ranking_model.DNN",
         "ranking_model_hparams": "hidden_layer_sizes=[32,16]",
         "learning_algorithm": "ultra_multr.MULTR",
-        "learning_algorithm_hparams": hparams,
+        "learning_algorithm_hparams": small_data(hparams),
         "metrics": ["ndcg"],
         "metrics_topn": [10],
         "max_candidate_num": data.rank_list_size,

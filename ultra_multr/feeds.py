@@ -24,6 +24,8 @@ feeds, the rerank_weight pilot's) share one log per data set, click-model
 file, seed, K and list size: it is sampled and announced once.  The label
 range is checked once per data set and click-model file, on the whole split
 (the top ``rank_list_size`` positions of every query), never on a view.
+Every training batch is counted, per phase, in the run's
+click budget (:mod:`ultra_multr.session_budget`; ``session_budget`` caps it).
 
 :func:`query_subset` gives a view of a data set with some of its queries
 and, for a :class:`ClickLogFeed`, some of their logged sessions
@@ -51,6 +53,7 @@ from ultra.utils.data_utils import Raw_data
 
 from .config import parse_hparams, require
 from .data import checks
+from .session_budget import LEDGER
 from .ultra_click_models import UltraClickModel, load_click_model_file
 
 logger = logging.getLogger(__name__)
@@ -74,6 +77,8 @@ class ClickFeedHParams:
             ``dynamic_bias_step_interval`` training batches (0: never).
         dynamic_bias_step_interval: see above.
         seed: seed of every random draw of the feed.
+        session_budget: most sessions the run's phases may draw together
+            (:mod:`ultra_multr.session_budget`; 0: no limit, only counted).
     """
 
     click_model_json: str = ""
@@ -81,6 +86,7 @@ class ClickFeedHParams:
     dynamic_bias_eta_change: float = 0.0
     dynamic_bias_step_interval: int = 1000
     seed: int = 0
+    session_budget: int = 0
 
     def __post_init__(self) -> None:
         require(
@@ -91,6 +97,7 @@ class ClickFeedHParams:
             self.dynamic_bias_step_interval > 0,
             "dynamic_bias_step_interval must be > 0, got %d" % self.dynamic_bias_step_interval,
         )
+        require(self.session_budget >= 0, "session_budget must be >= 0, got %d" % self.session_budget)
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,11 @@ class ClickLogFeedHParams(ClickFeedHParams):
             self.sessions_per_query == 0 or self.dynamic_bias_eta_change == 0,
             "a fixed click log (sessions_per_query=%d) cannot follow dynamic_bias_eta_change=%g"
             % (self.sessions_per_query, self.dynamic_bias_eta_change),
+        )
+        require(
+            self.sessions_per_query == 0 or self.session_budget == 0,
+            "a fixed click log (sessions_per_query=%d) is its own budget, the same for every phase; "
+            "session_budget=%d caps fresh clicks only" % (self.sessions_per_query, self.session_budget),
         )
 
 
@@ -443,13 +455,18 @@ class ClickSimulationFeed(BaseInputFeed):
         self._check_format(data_format)
         arrays = self.arrays_for(data_set)
         chosen, clicks = [], []
-        n_chosen = 0
+        n_chosen = n_drawn = 0
         for _ in range(self.MAX_SAMPLE_ROUND_NUM):
             query_idx = torch.randint(arrays.n_queries, (self.batch_size,), generator=self.generator).numpy()
             batch_clicks = self.clicks_for(arrays, query_idx)
+            need = self.batch_size - n_chosen
             if check_validation:
-                keep = batch_clicks.sum(axis=1) > 0
-                query_idx, batch_clicks = query_idx[keep], batch_clicks[keep]
+                kept = np.flatnonzero(batch_clicks.sum(axis=1) > 0)
+                # the sessions a log needs to fill the batch: up to the last list used, those without a click included
+                n_drawn += len(query_idx) if len(kept) < need else int(kept[need - 1]) + 1
+                query_idx, batch_clicks = query_idx[kept], batch_clicks[kept]
+            else:
+                n_drawn += need
             chosen.append(query_idx)
             clicks.append(batch_clicks)
             n_chosen += len(query_idx)
@@ -470,6 +487,8 @@ class ClickSimulationFeed(BaseInputFeed):
         query_idx = np.concatenate(chosen)[: self.batch_size]
         batch_clicks = np.concatenate(clicks)[: self.batch_size]
         self._count_batch()
+        if self.click_model is not None:  # clicks, not labels: they count against the run's budget
+            LEDGER.record(n_drawn, len(query_idx), self.hparams.session_budget, float(batch_clicks.sum()))
         return self._feed(arrays, query_idx, batch_clicks, check_validation=False)
 
     def _count_batch(self) -> None:
@@ -527,6 +546,7 @@ class ClickLogFeed(ClickSimulationFeed):
             # every feed of this process with the same ones shares it (sampled and logged once).
             key = ("click log", self.hparams.click_model_json, self.log_seed, k, self.rank_list_size)
             arrays.click_log = once_per_data_set(arrays.data_set, key, sample)
+            LEDGER.log_sessions = arrays.n_queries * k
         return arrays.click_log
 
     def clicks_for(self, arrays, query_idx):

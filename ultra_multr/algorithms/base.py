@@ -76,6 +76,16 @@ class AlgorithmConfig:
         seed: seed of every random number generator (None: not seeded).
         device: "auto" (CUDA when available), "cpu", "cuda" or "cuda:K".
         log_every: log the training losses every this many steps (0: never).
+        tune: "" (off) or the hyper-parameter a validation pilot chooses
+            before the first update (:mod:`ultra_multr.algorithms.tuning`):
+            one of ``TUNABLE`` that the algorithm has, e.g. learning_rate or
+            max_propensity_weight; the same pilot budget as MULTR's
+            ``rerank_weight=auto`` gives every baseline equal tuning.
+        tune_grid: its candidate values (at least 2).
+        tune_pilot_steps: ranker updates of each candidate's pilot run.
+        pilot_min_queries: a pilot chooses only from at least this many
+            validation queries; with fewer it keeps the configured value
+            (logged).
     """
 
     learning_rate: float = 0.05
@@ -86,9 +96,23 @@ class AlgorithmConfig:
     seed: Optional[int] = None
     device: str = "auto"
     log_every: int = 50
+    tune: str = ""
+    tune_grid: Tuple[float, ...] = ()
+    tune_pilot_steps: int = 200
+    pilot_min_queries: int = 30
 
     def __post_init__(self) -> None:
         require(self.learning_rate > 0, "learning_rate must be > 0, got %r" % self.learning_rate)
+        object.__setattr__(self, "tune_grid", tuple(float(v) for v in self.tune_grid))
+        if self.tune:
+            require(
+                self.tune in TUNABLE and hasattr(self, self.tune),
+                "tune must be one of %s that %s has, got %r"
+                % (", ".join(TUNABLE), type(self).__name__, self.tune),
+            )
+            require(len(self.tune_grid) >= 2, "tune=%s needs a tune_grid of at least 2 values" % self.tune)
+        require(self.tune_pilot_steps > 0, "tune_pilot_steps must be > 0, got %d" % self.tune_pilot_steps)
+        require(self.pilot_min_queries >= 1, "pilot_min_queries must be >= 1, got %d" % self.pilot_min_queries)
         require(
             self.grad_strategy in GRAD_STRATEGIES,
             "grad_strategy must be one of %s, got %r" % (GRAD_STRATEGIES, self.grad_strategy),
@@ -137,6 +161,10 @@ class Optimizers:
             optimizer.step()
 
 
+#: Hyper-parameters ``tune`` may choose (they are read when used, not copied at construction).
+TUNABLE = ("learning_rate", "max_propensity_weight")
+
+
 class PluginAlgorithm(BaseAlgorithm):
     """ULTRA's algorithm contract, implemented once for our algorithms."""
 
@@ -179,6 +207,9 @@ class PluginAlgorithm(BaseAlgorithm):
         self._optimizers: Optional[Optimizers] = None
         #: whether the run's first update has begun (a pilot's updates are not the run's: it sets this first)
         self.updates_started = False
+        self._train_set = data_set
+        #: False until ``tune`` has chosen (its pilot runs before the first update)
+        self._tuned = not self.hparams.tune
 
     # -- for subclasses --------------------------------------------------
     def parameter_groups(self) -> List[Tuple[List[torch.nn.Parameter], float]]:
@@ -212,6 +243,10 @@ class PluginAlgorithm(BaseAlgorithm):
         """One update. Returns (loss, None, summary) as ULTRA's main.py expects."""
         if self._progress is not None:  # which step main.py's checkpoint holds
             self._progress.step(self.global_step)
+        if not self._tuned:
+            from .tuning import tune  # the pilot trains through this method
+
+            tune(self)
         if not self.updates_started:
             self.updates_started = True
             LOGGER.info("ranker: first update starts %.1f s after the process started", time.time() - PROCESS_STARTED)

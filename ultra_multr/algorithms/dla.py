@@ -56,8 +56,12 @@ class DLA(PluginAlgorithm):
     def __init__(self, data_set, exp_settings: dict) -> None:
         super().__init__(data_set, exp_settings)
         self.propensity_model = DenoisingNet(self.rank_list_size).to(self.device)
+
+    @property
+    def propensity_learning_rate(self) -> float:
+        """``propensity_learning_rate``, or the ranker's when it is <= 0 (read when used: ``tune`` may change it)."""
         rate = self.hparams.propensity_learning_rate
-        self.propensity_learning_rate = rate if rate > 0 else self.hparams.learning_rate
+        return rate if rate > 0 else self.hparams.learning_rate
 
     def parameter_groups(self) -> List[Tuple[List[torch.nn.Parameter], float]]:
         return [

@@ -99,6 +99,8 @@ from ..config import require
 from ..feeds import click_model_fingerprint, data_fingerprint, session_subset
 from ..imputation import IMPUTATION_MODES, PseudoClickCache
 from ..randomization import random_permutations, to_document_order
+from ..session_budget import LEDGER
+from ..simulator.trivial import NoPseudoClicks, PositionClickRates
 from ..simulator import (
     CELLS,
     ContextAwareUserSimulator,
@@ -119,6 +121,7 @@ from .dla import DLA, DLAConfig
 from .rerank_weight import DEFAULT_BATCH_SIZE, choose_by_validation, read_validation_set
 
 SIMULATOR_OPTIMIZERS = ("adagrad", "adam")
+SIMULATOR_GUARDS = ("position", "none")
 CUDA_GRAPHS = ("auto", "on", "off")
 #: SeedSequence spawn keys of the simulator's random streams (with the seed).
 HELDOUT_SPLIT_STREAM, HELDOUT_FEED_STREAM = 1, 2
@@ -168,6 +171,18 @@ class DoublyRobustConfig(AlgorithmConfig):
             early stopping; the last state is kept, as in the paper).
         simulator_log_every: progress line every this many simulator steps
             (0: none by steps); also one at least every LOG_SECONDS seconds.
+        simulator_min_heldout_sessions: early stopping chooses a state only
+            from at least this many distinct held-out sessions; with fewer it
+            is switched off (logged) and the last state is kept, the paper's rule.
+        (``pilot_min_queries``, of AlgorithmConfig: ``rerank_weight=auto``
+            chooses only from at least this many validation queries; with
+            fewer, logged, it keeps ``rerank_weight_fallback``.)
+        rerank_weight_fallback: the stated default of "auto" without enough
+            evidence or without a validation split ("paper" or a number).
+        simulator_guard: "position" (a trained simulator whose held-out click
+            log-likelihood is below a position-only click-rate model fitted on
+            its training sessions is rejected, loudly: no pseudo clicks and
+            a = 0, i.e. the host's loss) or "none" (compared and logged only).
         dr_weight_guard: "rebalance" (default, needs imputation=expected:
             where a weight without a click would be < 0, it is 0 without a
             click and E_p[W] / p with one, p the simulator's click
@@ -219,6 +234,9 @@ class DoublyRobustConfig(AlgorithmConfig):
     simulator_eval_every: int = 250
     simulator_patience: int = 5
     simulator_log_every: int = 500
+    simulator_min_heldout_sessions: int = 300
+    rerank_weight_fallback: str = "paper"
+    simulator_guard: str = "position"
     dr_weight_guard: str = "rebalance"
     rerank_weight: str = "randomized"
     rerank_weight_grid: Tuple[str, ...] = ("0", "0.5", "paper")
@@ -251,6 +269,16 @@ class DoublyRobustConfig(AlgorithmConfig):
         require(self.simulator_heldout_batches > 0, "simulator_heldout_batches must be > 0")
         require(self.simulator_eval_every > 0, "simulator_eval_every must be > 0, got %d" % self.simulator_eval_every)
         require(self.simulator_patience >= 0, "simulator_patience must be >= 0, got %d" % self.simulator_patience)
+        require(self.simulator_min_heldout_sessions >= 0, "simulator_min_heldout_sessions must be >= 0")
+        require(
+            not self.tune,
+            "tune=%s: MULTR's validation pilot is rerank_weight=auto; tune gives the baselines the same" % self.tune,
+        )
+        self.resolve_rerank_weight(self.rerank_weight_fallback, "rerank_weight_fallback", needs_sample_num=False)
+        require(
+            self.simulator_guard in SIMULATOR_GUARDS,
+            "simulator_guard must be one of %s, got %r" % (SIMULATOR_GUARDS, self.simulator_guard),
+        )
         require(
             self.imputation in IMPUTATION_MODES,
             "imputation must be one of %s, got %r" % (IMPUTATION_MODES, self.imputation),
@@ -345,8 +373,9 @@ class DoublyRobustMixin:
             self.generator.seed()
         else:
             self.generator.manual_seed(config.seed)
-        self._train_set = data_set
         self._simulator_ready = False
+        #: True when the trained simulator lost to the position-only click model (see reject_if_trivial)
+        self.simulator_rejected = False
         require(
             config.cuda_graphs != "on" or self.device.type == "cuda",
             "cuda_graphs=on needs a CUDA device, but the device is %s" % self.device,
@@ -391,6 +420,7 @@ class DoublyRobustMixin:
             "simulator_heldout_batches": config.simulator_heldout_batches,
             "simulator_eval_every": config.simulator_eval_every,
             "simulator_patience": config.simulator_patience,
+            "simulator_min_heldout_sessions": config.simulator_min_heldout_sessions,
             "max_gradient_norm": config.max_gradient_norm,
             "train_input_feed": self.exp_settings.get("train_input_feed"),
             "train_input_hparams": self.exp_settings.get("train_input_hparams"),
@@ -417,6 +447,7 @@ class DoublyRobustMixin:
         steps = self.hparams.simulator_steps
         path = self.simulator_checkpoint
         wanted = self._checkpoint_metadata() if steps > 0 else {}
+        fit: Dict = {}
         if steps > 0 and path and os.path.exists(path):
             loaded, metadata = load_simulator(path, self.device)
             check_compatible(loaded.config, self.feature_size, self.rank_list_size, path)
@@ -425,6 +456,7 @@ class DoublyRobustMixin:
                 LOGGER.info("user simulator: reusing %s (held-out LL %s)", path, metadata.get("heldout_log_likelihood"))
                 self.simulator = loaded.to(self.device)
                 steps = 0
+                fit = metadata
             elif self.hparams.simulator_checkpoint and set(differ) & set(FINGERPRINTS):
                 raise ValueError(
                     "simulator_checkpoint=%s learned from other data or another click model (%s differ or "
@@ -435,9 +467,9 @@ class DoublyRobustMixin:
             else:
                 LOGGER.info("user simulator: %s differs in %s; training a new one", path, ", ".join(differ))
         if steps > 0:
-            metadata = self.train_simulator(steps, wanted, path + ".partial" if path else None)
+            fit = self.train_simulator(steps, wanted, path + ".partial" if path else None)
             if path:
-                save_simulator(path, self.simulator, metadata)
+                save_simulator(path, self.simulator, fit)
                 LOGGER.info("user simulator: saved %s (%.1f s)", path, time.perf_counter() - started)
                 if os.path.exists(path + ".partial"):
                     os.remove(path + ".partial")
@@ -453,6 +485,8 @@ class DoublyRobustMixin:
         if self.hparams.imputation == "expected":
             self.pseudo_click_cache = PseudoClickCache(self.simulator, self.hparams.imputation_samples, self.generator)
             self.pseudo_click_cache.add_data_set(self._train_set)
+        if fit:
+            self.reject_if_trivial(fit)
 
     def heldout_sessions(self, sessions_per_query: int) -> np.ndarray:
         """[Q, K] bool: the logged sessions held out from the simulator, a
@@ -571,7 +605,8 @@ class DoublyRobustMixin:
         open_training_writer()  # the simulator's curves go beside the ranker's
         feed, heldout_feed = self._click_feed(), self._click_feed(HELDOUT_FEED_STREAM)
         train_set, heldout_set = self.simulator_data(feed)
-        heldout = [self._session_batch(heldout_feed, heldout_set) for _ in range(config.simulator_heldout_batches)]
+        with LEDGER.in_phase("simulator_heldout"):
+            heldout = [self._session_batch(heldout_feed, heldout_set) for _ in range(config.simulator_heldout_batches)]
         parameters = self.simulator.parameters()
         # CUDA graphs replay whole updates where nothing is drawn inside one and the optimizer can be captured.
         graphed = (
@@ -584,7 +619,17 @@ class DoublyRobustMixin:
             optimizer = torch.optim.Adam(parameters, lr=config.simulator_learning_rate, capturable=graphed)
         else:
             optimizer = torch.optim.Adagrad(parameters, lr=config.simulator_learning_rate)
-        stopping = EarlyStopping(config.simulator_patience)
+        n_heldout = self.heldout_session_count(train_set, heldout_set)
+        patience = config.simulator_patience
+        if patience and n_heldout < config.simulator_min_heldout_sessions:
+            LOGGER.warning(
+                "user simulator: only %d distinct held-out sessions (< simulator_min_heldout_sessions=%d): too little "
+                "evidence to choose a state; early stopping is off and the last state after %d steps is kept "
+                "(the paper's rule)", n_heldout, config.simulator_min_heldout_sessions, steps,
+            )
+            patience = 0
+        stopping = EarlyStopping(patience)
+        trivial = PositionClickRates(self.rank_list_size)
         best_state: Optional[Dict] = None
         step = 0
         if partial_path and os.path.exists(partial_path):
@@ -595,6 +640,7 @@ class DoublyRobustMixin:
                 self.generator.set_state(saved["generator"])
                 self._restore_feed_state(feed, saved["feed"])
                 stopping = EarlyStopping(**saved["early_stopping"])
+                trivial.clicks, trivial.shown = saved["trivial"]
                 best_state, step = saved["best_state"], saved["step"]
                 LOGGER.info("user simulator: resuming from %s at step %d", partial_path, step)
             else:
@@ -619,12 +665,14 @@ class DoublyRobustMixin:
         last_log = time.monotonic()
         while step < steps and not stopping.stop:
             step += 1
-            batch = self._session_batch(feed, train_set)
+            with LEDGER.in_phase("simulator_train"):
+                batch = self._session_batch(feed, train_set)
             loss = update(batch.features, batch.mask, batch.labels, step=step)
+            trivial.add(batch.labels, batch.mask)
             if step % config.simulator_eval_every == 0 or step == steps:
                 heldout_ll, _ = self.simulator_log_likelihood(heldout)
                 tensorboard.scalars("simulator", {"loss": loss, "heldout_log_likelihood": heldout_ll}, step)
-                if stopping.update(heldout_ll, step) and config.simulator_patience > 0:
+                if stopping.update(heldout_ll, step) and patience > 0:
                     best_state = copy.deepcopy(self.simulator.state_dict())
                 LOGGER.info(
                     "user simulator: step %d/%d loss %.4f held-out click log-likelihood %.4f per session "
@@ -643,6 +691,7 @@ class DoublyRobustMixin:
                         "feed": self._feed_state(feed),
                         "early_stopping": asdict(stopping),
                         "best_state": best_state,
+                        "trivial": (trivial.clicks, trivial.shown),
                     })
                 last_log = time.monotonic()
             elif (config.simulator_log_every and step % config.simulator_log_every == 0) or (
@@ -662,7 +711,42 @@ class DoublyRobustMixin:
             best_step=stopping.best_step if best_state is not None else step,
             heldout_log_likelihood=heldout_ll,
             heldout_log_likelihood_per_position=per_position,
+            heldout_sessions=n_heldout,
+            trivial_log_likelihood=trivial.log_likelihood((b.labels, b.mask) for b in heldout),
         )
+
+    def heldout_session_count(self, train_set, heldout_set) -> int:
+        """Distinct sessions the simulator is measured on: a click log's held-out
+        sessions, or (fresh clicks) the held-out batches' draws."""
+        if heldout_set is train_set:
+            return self.hparams.simulator_heldout_batches * self.hparams.simulator_batch_size
+        return int(np.asarray(heldout_set.subset_sessions).sum())
+
+    def reject_if_trivial(self, fit: Dict) -> None:
+        """Never use silently a simulator below the position-only click model
+        (:mod:`ultra_multr.simulator.trivial`) on held-out sessions: warn, and
+        fall back to the host's loss (no pseudo clicks, a = 0)."""
+        simulator_ll, trivial_ll = fit.get("heldout_log_likelihood"), fit.get("trivial_log_likelihood")
+        if simulator_ll is None or trivial_ll is None:
+            LOGGER.info("user simulator: no position-only baseline in its metadata (an older checkpoint); not compared")
+            return
+        if simulator_ll >= trivial_ll or self.hparams.simulator_guard == "none":
+            LOGGER.info(
+                "user simulator: held-out click log-likelihood %.4f per session, %s the position-only click "
+                "model's %.4f%s", simulator_ll, "above" if simulator_ll >= trivial_ll else "below", trivial_ll,
+                "" if simulator_ll >= trivial_ll else " (simulator_guard=none: used anyway)",
+            )
+            return
+        LOGGER.warning(
+            "USER SIMULATOR REJECTED: its held-out click log-likelihood %.4f per session is below that of a "
+            "position-only click-rate model fitted on its training sessions (%.4f), so its pseudo clicks carry no "
+            "usable information. MULTR falls back to its host algorithm's loss: no pseudo clicks, rerank_weight 0 "
+            "(more simulator steps, held-out sessions or another simulator setting may help)", simulator_ll, trivial_ll,
+        )
+        self.simulator_rejected = True
+        self.sampler = NoPseudoClicks()
+        self.pseudo_click_cache = NoPseudoClicks()
+        self.rerank_weight = 0.0
 
     # -- phase 2: the doubly-robust ranker update ------------------------
     def pseudo_clicks(self, batch: Batch) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -688,24 +772,37 @@ class DoublyRobustMixin:
         Args:
             valid_set: the validation split (ULTRA ``DataSet``, padded to
                 ``max_candidate_num``); None: read main.py's ``--valid_data_prefix``.
-                Without either (outside main.py), falls back to "paper".
+                Without either (outside main.py), or with fewer than
+                ``pilot_min_queries`` queries, keeps ``rerank_weight_fallback``.
             batch_size: lists per pilot update; None: main.py's ``--batch_size``.
         """
-        candidates = self.hparams.rerank_candidates()
+        config = self.hparams
+        candidates = config.rerank_candidates()
+        fallback = config.resolve_rerank_weight(config.rerank_weight_fallback, "rerank_weight_fallback")
         args = runtime.main_args()
         if valid_set is None and len(candidates) > 1:
             valid_set = read_validation_set(self.exp_settings) if args is not None else None
+        if len(candidates) > 1 and not self._simulator_ready:  # Algorithm 1: simulator first, once
+            self.prepare_simulator()
         if len(candidates) == 1:
             chosen = candidates[0]
+        elif self.simulator_rejected:
+            chosen = 0.0
+            LOGGER.warning("rerank_weight=auto: the user simulator was rejected; a = 0 without a pilot")
         elif valid_set is None:
-            chosen = losses.paper_rerank_weight(self.hparams.sample_num)
+            chosen = fallback
             LOGGER.warning(
                 "rerank_weight=auto: no validation split (not run by main.py and none passed to "
-                "select_rerank_weight); using the paper's weight S/(S+1) = %.4f", chosen,
+                "select_rerank_weight); using rerank_weight_fallback=%s, a = %.4f", config.rerank_weight_fallback, chosen,
+            )
+        elif len(valid_set.initial_list) < config.pilot_min_queries:
+            chosen = fallback
+            LOGGER.warning(
+                "rerank_weight=auto: only %d validation queries (< pilot_min_queries=%d): too little evidence to "
+                "choose; using rerank_weight_fallback=%s, a = %.4f",
+                len(valid_set.initial_list), config.pilot_min_queries, config.rerank_weight_fallback, chosen,
             )
         else:
-            if not self._simulator_ready:  # Algorithm 1: simulator first, once
-                self.prepare_simulator()
             chosen = choose_by_validation(
                 self, valid_set, candidates, self.hparams.rerank_pilot_steps,
                 batch_size or (args.batch_size if args is not None else DEFAULT_BATCH_SIZE),

@@ -23,7 +23,7 @@ import copy
 import random
 import time
 from contextlib import contextmanager
-from typing import Dict, Iterator, Sequence
+from typing import Any, Callable, Dict, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -31,6 +31,7 @@ import ultra
 
 from .. import tensorboard
 from ..compat import runtime
+from ..session_budget import LEDGER
 from .base import LOGGER
 
 #: Lists per pilot update outside main.py (main.py's own default --batch_size).
@@ -62,11 +63,12 @@ def restored_state(algorithm) -> Iterator[None]:
     saved_modules = {name: copy.deepcopy(module.state_dict()) for name, module in modules.items()}
     saved_attributes = {
         name: getattr(algorithm, name)
-        for name in (
-            "_optimizers", "global_step", "rerank_weight", "train_summary", "eval_summary", "output", "updates_started"
-        )
+        for name in ("_optimizers", "global_step", "rerank_weight", "train_summary", "eval_summary", "output",
+                     "hparams", "learning_rate", "updates_started")
+        if hasattr(algorithm, name)
     }
-    generator_state = algorithm.generator.get_state()
+    generator = getattr(algorithm, "generator", None)  # MULTR's; the baselines draw from the global ones
+    generator_state = generator.get_state() if generator is not None else None
     global_states = (random.getstate(), np.random.get_state(), torch.get_rng_state())
     cuda_states = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
     try:
@@ -76,7 +78,8 @@ def restored_state(algorithm) -> Iterator[None]:
             module.load_state_dict(saved_modules[name])
         for name, value in saved_attributes.items():
             setattr(algorithm, name, value)
-        algorithm.generator.set_state(generator_state)
+        if generator is not None:
+            generator.set_state(generator_state)
         random.setstate(global_states[0])
         np.random.set_state(global_states[1])
         torch.set_rng_state(global_states[2])
@@ -90,9 +93,12 @@ def pilot_feed(algorithm, batch_size: int):
     ULTRA's own feeds draw from the global ``random`` module (seeded here and
     restored by :func:`restored_state`); ours draw from their ``generator``,
     reseeded here (a :class:`~ultra_multr.feeds.ClickLogFeed` keeps its log,
-    which depends on its own seed alone).
+    which depends on its own seed alone, so every phase draws from one log).
     """
-    feed = algorithm._click_feed(batch_size=batch_size)
+    settings = algorithm.exp_settings
+    feed = ultra.utils.find_class(settings["train_input_feed"])(
+        algorithm, batch_size, settings.get("train_input_hparams", "")
+    )
     feed_seed = int(getattr(getattr(feed, "hparams", None), "seed", 0) or 0)
     seed = int(np.random.SeedSequence([feed_seed, PILOT_STREAM]).generate_state(1)[0])
     random.seed(seed)
@@ -126,22 +132,29 @@ def validation_metric(algorithm, valid_set) -> float:
     return float(merged[metric])
 
 
-def pilot_scores(
-    algorithm, valid_set, candidates: Sequence[float], steps: int, batch_size: int
-) -> Dict[float, float]:
-    """Validation score of each candidate a after ``steps`` pilot updates from the current state.
+def set_rerank_weight(algorithm, weight: float) -> None:
+    algorithm.rerank_weight = weight
 
-    Each run goes through ``algorithm.train`` (the real update: losses,
-    optimizers, clipping) and leaves no trace: the state is restored after it.
+
+def pilot_scores(
+    algorithm, valid_set, candidates: Sequence[float], steps: int, batch_size: int,
+    apply: Callable[[Any, float], None] = set_rerank_weight, phase: str = "rerank_pilot",
+) -> Dict[float, float]:
+    """Validation score of each candidate after ``steps`` pilot updates from the current state.
+
+    Each run sets its candidate with ``apply(algorithm, value)`` (default: a
+    of Eq. dr_loss), goes through ``algorithm.train`` (the real update:
+    losses, optimizers, clipping) and leaves no trace: the state is restored
+    after it.  Its sessions count in the run's budget under ``phase``.
     """
     scores: Dict[float, float] = {}
     for weight in candidates:
-        with restored_state(algorithm), tensorboard.paused():
+        with restored_state(algorithm), tensorboard.paused(), LEDGER.in_phase(phase):
             feed = pilot_feed(algorithm, batch_size)
             algorithm._optimizers = None  # a fresh optimizer, as the real run starts with
             algorithm.global_step = 0
             algorithm.updates_started = True  # the pilot's updates are not the run's (no "first update" line)
-            algorithm.rerank_weight = weight
+            apply(algorithm, weight)
             for _ in range(steps):
                 input_feed, _ = feed.get_batch(algorithm._train_set, check_validation=True)
                 algorithm.train(input_feed)

@@ -23,11 +23,14 @@ def synthetic_queries(
     qid_prefix: str = "q",
     initial_noise: float = 1.0,
     signal_seed: int = 0,
+    signal: float = 2.0,
+    ranker_feature: bool = False,
 ) -> List[RankedQuery]:
     """Random queries whose features carry their labels' signal (a list of :func:`iter_synthetic_queries`)."""
     return list(
         iter_synthetic_queries(
-            n_queries, docs_per_query, n_features, max_label, seed, qid_prefix, initial_noise, signal_seed
+            n_queries, docs_per_query, n_features, max_label, seed, qid_prefix, initial_noise, signal_seed,
+            signal, ranker_feature,
         )
     )
 
@@ -41,6 +44,8 @@ def iter_synthetic_queries(
     qid_prefix: str = "q",
     initial_noise: float = 1.0,
     signal_seed: int = 0,
+    signal: float = 2.0,
+    ranker_feature: bool = False,
 ) -> Iterator[RankedQuery]:
     """Random queries whose features carry their labels' signal, one at a time
     (memory of one query, so splits of Yahoo's size stream to disk).
@@ -55,6 +60,13 @@ def iter_synthetic_queries(
         initial_noise: std of the noise the initial ranker adds to relevance.
         signal_seed: seed of the feature direction that carries relevance;
             splits of one dataset must share it to be learnable across splits.
+        signal: how far the label moves the features along that direction
+            (smaller: relevance is harder to learn).
+        ranker_feature: write the initial ranker's noise (divided by
+            ``initial_noise``, clipped to [-1, 1]) into the last feature: a
+            feature the logging ranker used that carries no relevance; clicks,
+            more frequent at the top, make it look relevant (position bias a
+            ranker can learn, the case unbiased learning must undo).
     """
     rng = np.random.default_rng(seed)
     direction = np.random.default_rng(signal_seed).normal(size=n_features)
@@ -67,9 +79,12 @@ def iter_synthetic_queries(
         if labels.max() == 0:  # keep every query useful for ULTRA, which drops all-zero lists
             labels[rng.integers(n_docs)] = 1.0
         features = rng.normal(scale=0.5, size=(n_docs, n_features))
-        features += np.outer(labels / max_label, direction) * 2.0
+        features += np.outer(labels / max_label, direction) * signal
         features = np.clip(features, -1.0, 1.0)
-        scores = labels + rng.normal(scale=initial_noise, size=n_docs)
+        noise = rng.normal(scale=initial_noise, size=n_docs)
+        scores = labels + noise
+        if ranker_feature:
+            features[:, -1] = np.clip(noise / initial_noise, -1.0, 1.0)
         order = query_order(scores)
         qid = "%s%d" % (qid_prefix, q)
         yield RankedQuery(
@@ -89,11 +104,17 @@ def write_synthetic_ultra_dataset(
     max_label: int = 4,
     seed: int = 0,
     layout: str = "ultra",
+    initial_noise: float = 1.0,
+    signal: float = 2.0,
+    ranker_feature: bool = False,
 ) -> str:
     """Write a synthetic data directory and return its path (with '/').
 
     ``layout``: "ultra" (``S/S.feature``, ``.init_list``, ``.labels``, ``.initial_scores``)
-    or "libsvm" (``S/S.txt``); ULTRA's main.py reads both.
+    or "libsvm" (``S/S.txt``); ULTRA's main.py reads both.  ``initial_noise`` is
+    the std of the initial ranker's noise (see :func:`iter_synthetic_queries`):
+    larger values give a weaker initial ranking; ``signal`` and
+    ``ranker_feature`` are passed on too.
     """
     writers = {"ultra": write_split, "libsvm": write_libsvm_split}
     if layout not in writers:
@@ -101,7 +122,8 @@ def write_synthetic_ultra_dataset(
     split_sizes = split_sizes or {"train": 60, "valid": 12, "test": 12}
     for offset, (split, n_queries) in enumerate(sorted(split_sizes.items())):
         queries = iter_synthetic_queries(
-            n_queries, docs_per_query, n_features, max_label, seed + 1000 * offset, qid_prefix=split
+            n_queries, docs_per_query, n_features, max_label, seed + 1000 * offset, qid_prefix=split,
+            initial_noise=initial_noise, signal=signal, ranker_feature=ranker_feature,
         )
         writers[layout](directory, split, queries)
     write_settings(directory, n_features, max_label)

@@ -10,6 +10,7 @@ import time
 from typing import Any, Dict, Mapping, Optional
 
 from ..data.ultra_format import atomic_write_text
+from ..session_budget import read_summary as read_session_budget
 from .evaluate import PER_QUERY_CSV
 from .processes import CHILDREN, STEP_FILE, kill_group, kill_leftover_step
 from .runs import DONE_FILE, FAILED_FILE, RUN_FILE, SETTINGS_FILE, CommandFactory, RunSpec
@@ -93,6 +94,7 @@ def execute_run(run: RunSpec, commands: CommandFactory, threads: int) -> Optiona
         reason = "the steps finished but wrote no %s" % PER_QUERY_CSV
         write_failure(run.run_dir, reason)
         return reason
-    done = {"fingerprint": run.fingerprint, "data": run.data_id, "seconds": round(time.time() - started, 2), "step_seconds": timings}
+    done = {"fingerprint": run.fingerprint, "data": run.data_id, "seconds": round(time.time() - started, 2), "step_seconds": timings,
+            "sessions": read_session_budget(run.run_dir)}
     atomic_write_text(os.path.join(run.run_dir, DONE_FILE), json.dumps(done, indent=1) + "\n")
     return None

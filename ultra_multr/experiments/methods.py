@@ -140,6 +140,10 @@ class AlgorithmMethod:
         return ultra_settings(sections, self.learning_algorithm)
 
 
+#: The fair protocol's equal tuning (docs/fair_protocol.md): a baseline's validation pilot of its learning
+#: rate with the budget of MULTR's rerank_weight=auto (3 candidates x 200 updates, the same validation split).
+EQUAL_TUNING = {"tune": "learning_rate", "tune_grid": [0.01, 0.05, 0.2], "tune_pilot_steps": 200}
+
 #: The rows of the paper's Table 2 (in its order), then IPW and MULTR on IPW
 #: (the paper's "MULTR plugs into any IPW method").  name, label, role, learning algorithm, its hparams, train-feed hparams.
 TABLE_2_METHODS = (
@@ -157,6 +161,10 @@ TABLE_2_METHODS = (
     # settings/click_models/pbm_eta1_eps0.1_ymax2.json, or `propensities`).
     ("ipw", "IPW", BASELINE, "ultra_multr.IPW", {}, {}),
     ("multr_ipw", "MULTR-IPW", MULTR, "ultra_multr.MULTR_IPW", {"variant": "dr"}, {}),
+    # the baselines under the fair protocol's equal tuning
+    ("dla_tuned", "DLA (tuned)", BASELINE, "ultra_multr.DLA", EQUAL_TUNING, {}),
+    ("pal_tuned", "PAL (tuned)", BASELINE, "ultra_multr.PAL", EQUAL_TUNING, {}),
+    ("naive_tuned", "Naive (tuned)", BASELINE, "ultra_multr.Naive", EQUAL_TUNING, {}),
 )
 
 _REGISTRY: Dict[str, Method] = {}

@@ -1,0 +1,207 @@
+"""Headroom check (issue 17, item 4): is the Oracle significantly above DLA on the study's data?
+
+A study of debiasing means something only where unbiased learning has room to
+gain: the Oracle (trained on the true labels) must be significantly above DLA
+(p <= 0.01) before MULTR is compared with anything.  This script runs that
+check on generated lists::
+
+    python example/reproduce_headroom.py --out out/headroom [--datasets 1 2 3] [--seeds 0 1]
+        [--train-queries 1000] [--valid-queries 100] [--test-queries 1000] [--features 46]
+        [--docs-per-query 6 10] [--initial-noise 2.0] [--signal 1.0] [--no-ranker-feature] [--steps 500]
+        [--click-model settings/click_models/cascade_eps0.1_ymax4.json] [--multr] [--workers 2] [--threads N]
+        [--dry-run]
+
+``example/reproduce_headroom.sh`` runs it and copies the tables to
+``example/results_headroom/``.
+
+1. Per ``--datasets`` value k, a generated ULTRA data directory
+   ``<out>/data/Fold<k>`` (the recipe of ``reproduce_generated_small.py``:
+   graded labels 0-4) with ``--train-queries`` training queries, lists of
+   at most 10 documents (so training, which sees the top 10, and evaluation
+   see the same lists), a weak initial ranker (``--initial-noise``: the std
+   of the noise added to the labels to order each list), a weaker label
+   signal than the default (``--signal``) and, unless
+   ``--no-ranker-feature``, the initial ranker's noise as a feature: a
+   feature without relevance that position-biased clicks make look
+   relevant, which is what debiasing has to undo.  Without it the features
+   are independent of the position given the label, position bias changes
+   nothing a ranker can learn, and Oracle, DLA and Naive come out level
+   (``example/results_headroom/exploration.md``).
+2. The MQ2008 study's runner config (``reproduce_mq2008.py``) on those
+   directories: cascade clicks (strong position bias: a user stops at the
+   first click), fresh clicks every step, Naive, DLA, the Oracle (true
+   labels) and the Oracle on unbiased clicks (Naive on clicks of the same
+   click probabilities with every position examined: the same noise, no
+   position bias).  Both Oracles are registered as tested rows (role
+   ``multr``), so the runner's table marks them and gives their p-value
+   against the best baseline; with
+   ``--multr``, MULTR at its defaults and paper-exact
+   (``rerank_weight=paper,dr_weight_guard=none``, the sweep variant
+   ``rerank_weight=paper``) and DLA and Naive under the fair protocol's
+   equal tuning (``dla_tuned``, ``naive_tuned``: the same 3-candidate
+   validation pilot as MULTR's, docs/fair_protocol.md) join the same runs.
+3. The runner (resumable): its table ``<out>/results/generated.md``; the
+   paired table of every pair of methods ``<out>/results/pairwise.md``
+   (two-sided Fisher randomisation test over the test queries pooled over
+   datasets, each query averaged over seeds); the sessions each phase drew
+   and the pilots' choices per run (``sessions.md``, :mod:`ultra_multr.experiments.budget`)
+   and the learned propensities and simulator fit (``diagnostics.md``).
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+
+import reproduce_generated_small as generated
+import reproduce_mq2008 as study
+
+from ultra_multr.data.ultra_format import atomic_write_text
+from ultra_multr.experiments import budget, compare, diagnostics, runner
+from ultra_multr.experiments.aggregate import METRICS, collect_runs
+
+#: The Oracle as a tested row: the runner's table then gives its p against the best baseline.
+HEADROOM_ORACLE = {
+    "oracle_tested": {
+        "label": "Oracle", "role": "multr", "learning_algorithm": "ultra_multr.Naive",
+        "train_input_hparams": {"oracle_mode": True},
+    }
+}
+#: Naive on clicks from the click model's click probabilities with every position examined: the same
+#: click noise without position bias, so its gap to DLA is what debiasing can recover.
+UNBIASED_4 = os.path.join(study.REPO, "settings", "click_models", "pbm_eta0_eps0.1_ymax4.json")
+HEADROOM_ORACLE["oracle_clicks"] = {
+    "label": "Oracle (unbiased clicks)", "role": "multr", "learning_algorithm": "ultra_multr.Naive",
+}
+#: MULTR exactly as the paper writes it (Eq. dr_loss, no guard).
+PAPER_EXACT = {"name": "rerank_weight", "methods": ["multr"], "section": "learning_algorithm_hparams",
+               "parameter": "rerank_weight", "values": ["paper"],
+               "overrides": {"learning_algorithm_hparams": {"dr_weight_guard": "none"}}}
+
+
+def pairwise_table(runs_dir: str, groups, n_permutations: int = 10000, pairs=None, seeds=None) -> str:
+    """Markdown: per pair of (label, method, variant) groups with finished runs, the paired p per metric.
+
+    ``pairs``: (label, label) pairs to test (default: every pair); ``seeds``: only the runs of these seeds
+    (default: all), so that both sides of a pair have the same seeds."""
+    found = []
+    for label, method, variant in groups:
+        try:
+            found.append((label, compare.method_runs(runs_dir, method, variant, seeds)))
+        except ValueError:  # not run (yet): left out of the table, and said so
+            found.append((label, None))
+    lines = ["| pair (runs) | " + " | ".join(METRICS) + " |", "|---" * (len(METRICS) + 1) + "|"]
+    for (label_a, a), (label_b, b) in itertools.combinations(found, 2):
+        if a is None or b is None or (pairs is not None and (label_a, label_b) not in pairs):
+            continue
+        cells = compare.significance_row(a, b, n_permutations)
+        lines.append("| %s (%d) vs %s (%d) | %s |" % (
+            label_a, len(a), label_b, len(b), " | ".join(cells[m] for m in METRICS)))
+    missing = [label for label, records in found if records is None]
+    note = "\nNot run: %s.\n" % ", ".join(missing) if missing else ""
+    return "\n".join(lines) + "\n" + note
+
+
+def cells_table(runs_dir: str, groups, folds, seeds) -> str:
+    """Markdown: every (method, set) cell of the grid, with the seeds that finished ("not run" where none did)."""
+    done = {(r.info["method"], r.info.get("variant") if r.info.get("sweep") else None, r.info["fold"], r.info["seed"])
+            for r in collect_runs(runs_dir)}
+    lines = ["| method | " + " | ".join("Fold%d" % k for k in folds) + " |", "|---" * (len(folds) + 1) + "|"]
+    for label, method, variant in groups:
+        cells = []
+        for k in folds:
+            finished = [seed for seed in seeds if (method, variant, "Fold%d" % k, seed) in done]
+            cells.append("run (seeds %s)" % ", ".join(map(str, finished)) if finished else "not run")
+        lines.append("| %s | %s |" % (label, " | ".join(cells)))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--datasets", type=int, nargs="+", default=[1, 2, 3], help="seeds of the generated datasets")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--train-queries", type=int, default=1000)
+    parser.add_argument("--valid-queries", type=int, default=100)
+    parser.add_argument("--test-queries", type=int, default=1000)
+    parser.add_argument("--features", type=int, default=46)
+    parser.add_argument("--initial-noise", type=float, default=2.0)
+    parser.add_argument(
+        "--docs-per-query", type=int, nargs=2, default=[6, 10],
+        help="list lengths (at most 10 keeps whole lists in training, as in evaluation)",
+    )
+    parser.add_argument("--signal", type=float, default=1.0, help="label signal in the features (smaller: harder)")
+    parser.add_argument(
+        "--ranker-feature", action=argparse.BooleanOptionalAction, default=True,
+        help="the initial ranker's noise is a feature (a non-relevant feature that clicks make look relevant)",
+    )
+    parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument("--click-model", default=generated.CASCADE_4)
+    parser.add_argument(
+        "--multr", action="store_true", help="also MULTR at its defaults and paper-exact, DLA and Naive tuned equally"
+    )
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=None, help="threads per run (the runner's --threads)")
+    parser.add_argument("--dry-run", action="store_true", help="generate nothing, train nothing: list the runs")
+    args = parser.parse_args(argv)
+    if min(args.train_queries, args.valid_queries, args.test_queries, args.features) < 2:
+        parser.error("--train-queries, --valid-queries, --test-queries and --features must be >= 2")
+    out = os.path.abspath(args.out)
+    data_root = os.path.join(out, "data")
+    methods = ["oracle_tested", "oracle_clicks", "naive", "dla"] + (
+        ["multr", "dla_tuned", "naive_tuned"] if args.multr else []
+    )
+    config_args = argparse.Namespace(
+        out=out, folds=args.datasets, seeds=args.seeds, steps=args.steps, click_model=args.click_model,
+        methods=methods, budgets=[], no_fresh=False, rerank_weights=[], sweep=[], multr_hparams={},
+    )
+    config = study.study_config(config_args, data_root)
+    config["datasets"] = {"generated": config["datasets"]["mq2008"]}
+    config["extra_methods"] = HEADROOM_ORACLE
+    # the unbiased-click Oracle's click model must win over the shared settings' one
+    config["method_overrides"]["oracle_clicks"] = {"train_input_hparams": {"click_model_json": UNBIASED_4}}
+    config["sweeps"] = [PAPER_EXACT] if args.multr else []
+    if not args.dry_run:
+        for k in args.datasets:
+            recipe = {
+                "seed": k, "train_queries": args.train_queries, "features": args.features,
+                "valid_queries": args.valid_queries, "test_queries": args.test_queries,
+                "initial_noise": args.initial_noise, "signal": args.signal,
+                "ranker_feature": args.ranker_feature, "docs_per_query": list(args.docs_per_query),
+            }
+            generated.write_dataset(os.path.join(data_root, "Fold%d" % k), recipe)
+    config_path = os.path.join(out, "study.json")
+    atomic_write_text(config_path, json.dumps(config, indent=2) + "\n")
+    runner_argv = [config_path, "--workers", str(args.workers)] + (["--threads", str(args.threads)] if args.threads else [])
+    code = runner.main(runner_argv + (["--dry-run"] if args.dry_run else []))
+    if args.dry_run:
+        return code
+    groups = [("Oracle", "oracle_tested", None), ("Oracle (unbiased clicks)", "oracle_clicks", None),
+              ("DLA", "dla", None), ("Naive", "naive", None)]
+    if args.multr:
+        groups += [("MULTR default", "multr", None), ("MULTR paper-exact", "multr", "rerank_weight=paper"),
+                   ("DLA (tuned)", "dla_tuned", None), ("Naive (tuned)", "naive_tuned", None)]
+    runs_dir = os.path.join(out, "runs")
+    pairs = None
+    if args.multr:  # the headroom pairs are in the first pass's table: here MULTR's and the tuned baselines'
+        labels = [label for label, _, _ in groups]
+        pairs = [(a, b) for a, b in itertools.combinations(labels, 2) if "MULTR" in a + b]
+        pairs += [("DLA", "DLA (tuned)"), ("Naive", "Naive (tuned)")]
+    table = pairwise_table(runs_dir, groups, pairs=pairs, seeds=args.seeds if args.multr else None)
+    atomic_write_text(os.path.join(out, "results", "pairwise.md"), table)
+    # the evidence beside the tables: sessions per phase and pilot choices, learned propensities, simulator fit
+    atomic_write_text(os.path.join(out, "results", "sessions.md"), budget.format_markdown(runs_dir))
+    atomic_write_text(
+        os.path.join(out, "results", "diagnostics.md"), diagnostics.format_markdown(diagnostics.collect(runs_dir))
+    )
+    atomic_write_text(
+        os.path.join(out, "results", "cells.md"), cells_table(runs_dir, groups, args.datasets, args.seeds)
+    )
+    print(table)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

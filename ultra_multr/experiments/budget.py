@@ -1,0 +1,95 @@
+"""Per run: the sessions each phase drew and what the run's pilots and guards decided.
+
+The fair protocol (docs/fair_protocol.md) gives every method one click budget
+and the same tuning budget; this module puts the evidence beside the result
+tables.  For every finished run under a runner's ``runs`` folder:
+
+* the sessions per phase (``<run>/model/session_budget.json``, written by
+  :mod:`ultra_multr.session_budget`; also in ``done.json`` under ``sessions``)
+  and the ranker's clicks per list (lists without a click dropped);
+* from ``train.stderr``: the rerank pilot's and a baseline's ``tune`` pilot's
+  choice, and the refusals (too few validation queries or held-out sessions,
+  a rejected simulator).
+
+CLI::
+
+    python -m ultra_multr.experiments.budget OUT/runs --out OUT/results/sessions.md
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from typing import Dict, List, Sequence
+
+from ..data.ultra_format import atomic_write_text
+from ..session_budget import PHASES, read_summary
+from .aggregate import finished_run_dirs
+
+#: (column, pattern of train.stderr whose first group is the cell)
+LOG_FACTS = (
+    ("pilot choice", re.compile(r"rerank_weight=auto: pilot of .*; chosen a = ([0-9.]+)")),
+    ("pilot choice", re.compile(r"tune=(\w+: pilot of .*); chosen \w+ = ([0-9.e+-]+)")),
+    ("refused", re.compile(r"(only \d+ (?:validation queries|distinct held-out sessions))")),
+    ("refused", re.compile(r"(USER SIMULATOR REJECTED)")),
+    ("pilot choice", re.compile(r"rerank_weight=auto: (the user simulator was rejected); a = 0")),
+)
+
+
+def run_facts(run_dir: str) -> Dict[str, str]:
+    """The run's sessions per phase and its logged pilot choices / refusals (column -> cell)."""
+    with open(os.path.join(run_dir, "run.json")) as handle:
+        info = json.load(handle)
+    facts = {
+        "run": "%s / %s / %s%s / seed %s" % (
+            info.get("dataset"), info.get("fold"), info.get("label", info.get("method")),
+            " (%s)" % info["variant"] if info.get("variant") else "", info.get("seed"),
+        )
+    }
+    summary = read_summary(run_dir)
+    for phase in PHASES:
+        count = (summary or {}).get("phases", {}).get(phase)
+        facts[phase] = "%d" % count["sessions"] if count else ""
+    facts["total sessions"] = "%d" % summary["total_sessions"] if summary else "n/a"
+    ranker = (summary or {}).get("phases", {}).get("ranker", {})
+    if ranker.get("lists") and "clicks" in ranker:
+        facts["ranker clicks per list"] = "%.3f" % (ranker["clicks"] / ranker["lists"])
+    stderr = os.path.join(run_dir, "train.stderr")
+    text = open(stderr).read() if os.path.isfile(stderr) else ""
+    for column, pattern in LOG_FACTS:
+        for match in pattern.finditer(text):
+            cell = match.group(match.lastindex)
+            if pattern.groups > 1:  # tune: "<hparam>: pilot ..." -> "<hparam> = value"
+                cell = "%s = %s" % (match.group(1).split(":")[0], cell)
+            facts[column] = "; ".join(filter(None, [facts.get(column, ""), cell]))
+    return facts
+
+
+def format_markdown(runs_dir: str) -> str:
+    """One row per finished run: sessions per phase (those without a click included), total, pilot choices, refusals."""
+    columns = ["run"] + list(PHASES) + ["total sessions", "ranker clicks per list", "pilot choice", "refused"]
+    rows: List[Dict[str, str]] = sorted((run_facts(d) for d in finished_run_dirs(runs_dir)), key=lambda f: f["run"])
+    lines = ["| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
+    lines += ["| " + " | ".join(row.get(c, "") for c in columns) + " |" for row in rows]
+    return (
+        "Sessions drawn per phase (lists without a click included) and the pilots' choices, per finished run.\n\n"
+        + "\n".join(lines) + "\n"
+    )
+
+
+def main(argv: Sequence[str] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs_dir", help="a runner's <output_dir>/runs")
+    parser.add_argument("--out", help="also write the table here")
+    args = parser.parse_args(argv)
+    table = format_markdown(args.runs_dir)
+    print(table, end="")
+    if args.out:
+        atomic_write_text(args.out, table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

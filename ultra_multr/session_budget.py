@@ -1,0 +1,148 @@
+"""One click budget for every phase of a run: sessions drawn, counted per phase.
+
+Every training session any phase of a run draws from one of our click feeds
+(:class:`ultra_multr.feeds.ClickSimulationFeed` and
+:class:`~ultra_multr.feeds.ClickLogFeed`) is recorded here, under the phase
+running at the time:
+
+* ``ranker``: main.py's training batches (the default phase);
+* ``simulator_train`` / ``simulator_heldout``: MULTR's user simulator, its
+  training batches and its held-out sessions;
+* ``rerank_pilot``: the pilot of ``rerank_weight=auto``;
+* ``tuning_pilot``: the validation pilot of a baseline's hyper-parameter
+  (:mod:`ultra_multr.algorithms.tuning`).
+
+Per phase three numbers: ``sessions`` (lists drawn, those without a click
+included: a logged session without a click is still a session), ``lists``
+(lists handed to the learner: main.py and the simulator drop lists without
+a click) and ``clicks`` (on those lists; clicks per list = clicks / lists).  With a fixed click log (``ClickLogFeed``,
+``sessions_per_query=K``) every phase draws from the same log, so the run's
+distinct sessions are the log's Q x K (``log_sessions``), whatever the draws.
+
+With fresh clicks the budget is enforced by the feeds' ``session_budget``
+hyper-parameter (0: none): the sessions of all phases together may not
+exceed it, and a draw beyond it fails with :class:`SessionBudgetExceeded`,
+naming the phases' counts.  A fair study gives every method the same
+``session_budget`` (or the same click log).
+
+In a run of ULTRA's main.py the counts are written to
+``<model_dir>/session_budget.json`` when the process ends (the runner copies
+them into the run's ``done.json``, key ``sessions``).
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+from contextlib import contextmanager
+from typing import Dict, Iterator, Optional
+
+from .compat import runtime
+from .data.ultra_format import atomic_write_text
+
+PHASES = ("ranker", "simulator_train", "simulator_heldout", "rerank_pilot", "tuning_pilot")
+BUDGET_FILE = "session_budget.json"
+
+
+class SessionBudgetExceeded(RuntimeError):
+    """A draw would take a run past its ``session_budget``."""
+
+
+class SessionLedger:
+    """Sessions and lists drawn per phase (one per process: :data:`LEDGER`)."""
+
+    def __init__(self) -> None:
+        self.phase = "ranker"
+        self.counts: Dict[str, Dict[str, int]] = {}
+        self.budget = 0
+        self.log_sessions: Optional[int] = None
+        #: main.py's --model_dir, noted at the first draw (runpy restores __main__ before exit)
+        self.model_dir: Optional[str] = None
+
+    def reset(self) -> None:
+        self.__init__()
+
+    @property
+    def total(self) -> int:
+        return sum(count["sessions"] for count in self.counts.values())
+
+    def record(self, sessions: int, lists: int, budget: int = 0, clicks: float = 0.0) -> None:
+        """Count ``sessions`` drawn, ``lists`` fed and their ``clicks`` under the current phase.
+
+        Args:
+            budget: the feed's ``session_budget`` (0: none); the largest one
+                any feed gave is the run's.
+
+        Raises:
+            SessionBudgetExceeded: the sessions of all phases would exceed the budget.
+        """
+        if self.model_dir is None:
+            args = runtime.main_args()
+            self.model_dir = args.model_dir if args is not None else ""
+        self.budget = max(self.budget, int(budget))
+        if self.budget and self.total + sessions > self.budget:
+            raise SessionBudgetExceeded(
+                "session_budget=%d (train_input_hparams) exceeded in phase %r: %d sessions drawn so far (%s) "
+                "and %d more asked for; give every method the same budget and fewer steps (main.py's "
+                "--max_train_iteration, simulator_steps, rerank_pilot_steps)"
+                % (self.budget, self.phase, self.total, self.describe(), sessions)
+            )
+        count = self.counts.setdefault(self.phase, {"sessions": 0, "lists": 0, "clicks": 0})
+        count["sessions"] += int(sessions)
+        count["lists"] += int(lists)
+        count["clicks"] += int(clicks)
+
+    @contextmanager
+    def in_phase(self, phase: str) -> Iterator[None]:
+        """Count the draws of a block under ``phase`` (one of :data:`PHASES`)."""
+        if phase not in PHASES:
+            raise ValueError("unknown phase %r; known: %s" % (phase, ", ".join(PHASES)))
+        before, self.phase = self.phase, phase
+        try:
+            yield
+        finally:
+            self.phase = before
+
+    def describe(self) -> str:
+        return ", ".join("%s %d" % (phase, count["sessions"]) for phase, count in self.counts.items()) or "none"
+
+    def summary(self) -> Dict:
+        """What ``session_budget.json`` holds: per-phase counts, the total, the budget and the log's size."""
+        return {
+            "phases": {phase: dict(count) for phase, count in self.counts.items()},
+            "total_sessions": self.total,
+            "session_budget": self.budget,
+            "log_sessions": self.log_sessions,
+        }
+
+
+LEDGER = SessionLedger()
+
+
+def write_summary(model_dir: str) -> Optional[str]:
+    """Write :data:`LEDGER`'s summary to ``<model_dir>/session_budget.json`` (nothing when no session was drawn)."""
+    if not LEDGER.counts or not os.path.isdir(model_dir):
+        return None
+    path = os.path.join(model_dir, BUDGET_FILE)
+    atomic_write_text(path, json.dumps(LEDGER.summary(), indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def _write_at_exit() -> None:  # pragma: no cover - runs when main.py's process ends
+    if LEDGER.model_dir:
+        write_summary(LEDGER.model_dir)
+
+
+atexit.register(_write_at_exit)
+
+
+def read_summary(run_dir: str) -> Optional[Dict]:
+    """A runner run's session counts (``<run_dir>/model/session_budget.json``), None without them."""
+    path = os.path.join(run_dir, "model", BUDGET_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path) as handle:
+        return json.load(handle)
+
+
+__all__ = ["BUDGET_FILE", "LEDGER", "PHASES", "SessionBudgetExceeded", "SessionLedger", "read_summary", "write_summary"]
