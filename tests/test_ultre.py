@@ -155,3 +155,38 @@ def test_main_py_refuses_data_format_ultre_with_our_feeds(ultra_main, ultre_dir,
     with pytest.raises(AssertionError, match="--data_format ULTRE: leave the flag out"):
         run_ultra_main(ultra_main, _args(settings, str(tmp_path / "m"), ultre_dir, "--data_format", "ULTRE",
                                          "--max_train_iteration", "1"), cwd=str(tmp_path))
+
+
+PROPENSITIES = "propensities=[1.0,0.5,0.33,0.25,0.2,0.17,0.14,0.12,0.11,0.1]"
+
+
+@pytest.mark.parametrize(
+    "algorithm, hparams",
+    [
+        ("ultra_multr.Naive", ""),
+        ("ultra_multr.DLA", ""),
+        ("ultra_multr.REM", ""),
+        ("ultra_multr.PairD", ""),
+        ("ultra_multr.PAL", ""),
+        ("ultra_multr.IPW", PROPENSITIES),
+        ("ultra_multr.MULTR", "sample_num=2,simulator_steps=2,simulator_batch_size=8,rerank_weight=0"),
+        ("ultra_multr.MULTR_IPW", "sample_num=2,simulator_steps=2,simulator_batch_size=8,rerank_weight=0," + PROPENSITIES),
+    ],
+)
+def test_every_algorithm_takes_updates_from_logged_sessions(ultre_dir, algorithm, hparams):
+    data = read_split(ultre_dir, "train")
+    data.pad(data.rank_list_size)
+    settings = {
+        "train_input_feed": "ultra_multr.logs.ultre_feed.UltreSessionFeed",
+        "train_input_hparams": "use_max_candidate_num=false,seed=0",
+        "ranking_model": "ultra.ranking_model.DNN", "ranking_model_hparams": "hidden_layer_sizes=[8]",
+        "learning_algorithm": algorithm, "learning_algorithm_hparams": ",".join(filter(None, [hparams, "seed=0"])),
+        "max_candidate_num": data.rank_list_size, "selection_bias_cutoff": 10,
+    }
+    model = ultra.utils.find_class(algorithm)(data, settings)
+    feed = UltreSessionFeed(model, 16, settings["train_input_hparams"])
+    before = [p.detach().clone() for p in model.model.parameters()]
+    for _ in range(2):
+        loss, _, _ = model.train(feed.get_batch(data, check_validation=True)[0])
+        assert np.isfinite(loss)
+    assert any(not np.allclose(b.numpy(), p.detach().numpy()) for b, p in zip(before, model.model.parameters()))
