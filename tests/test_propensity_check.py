@@ -53,6 +53,6 @@ def test_table_lists_every_curve_and_its_largest_error(tmp_path):
     with open(paths["csv"]) as handle:
         rows = list(csv.reader(handle))
     assert rows[0] == ["position", "true", "a", "b"] and rows[2] == ["2", "0.5000", "0.5500", "0.5000"]
-    assert rows[-1] == ["max |error|", "0.0000", "0.0500", "0.0500"]
+    assert rows[-1] == ["max abs error", "0.0000", "0.0500", "0.0500"]
     with open(paths["png"], "rb") as handle:
         assert handle.read(8) == b"\x89PNG\r\n\x1a\n"

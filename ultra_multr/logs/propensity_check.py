@@ -88,7 +88,7 @@ def write_table(curves: Dict[str, np.ndarray], truth: np.ndarray, out_dir: str, 
     n = len(truth)
     header = ["position", "true"] + names
     rows = [[k + 1, truth[k]] + [curves[name][k] for name in names] for k in range(n)]
-    errors = ["max |error|", 0.0] + list(max_errors(curves, truth).values())
+    errors = ["max abs error", 0.0] + list(max_errors(curves, truth).values())
     paths = {kind: os.path.join(out_dir, "propensities." + kind) for kind in ("md", "csv", "png")}
 
     def write_csv(tmp: str) -> None:
