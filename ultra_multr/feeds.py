@@ -28,6 +28,11 @@ on).  Every feed here and ULTRA's own feeds accept it, and a
 :class:`ClickLogFeed` takes a view's log from the full data set's log, so a
 query's logged sessions are the same in the view and in the full data set.
 
+Data read in ULTRA's ULTRE layout (main.py ``--click_model_dir``) is turned
+into ULTRA's layout by the feeds' ``preprocess_data`` hook
+(:func:`ultra_multr.data.ultre.to_ultra_layout`); the feed that replays its
+logged sessions is :class:`ultra_multr.logs.ultre_feed.UltreSessionFeed`.
+
 The input feed: ``letor_features`` [D, F] float32, the real documents of the
 batch; per position i, ``docid_input{i}`` [B] float32 row indices into it
 (D marks padding) and ``label{i}`` [B] float32 clicks (labels in oracle mode).
