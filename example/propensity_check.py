@@ -10,7 +10,7 @@ Usage::
    a position-based model with examination 1/k at position k clicks.
 2. Writes it as a ULTRE-layout data directory (``<work>/data``) and trains DLA
    and MULTR on it through ULTRA's main.py (``--click_model_dir pbm/``,
-   ``settings/ultre_multr.json`` with a [64, 32] ranker; MULTR's
+   ``settings/ultre/multr.json`` with a [64, 32] ranker; MULTR's
    ``rerank_weight=auto`` pilot shortened to ``--pilot-steps``), each run in
    ``<work>/<method>`` (``--work``, default ``<out>/work``).
 3. Estimates the examination curve from the log alone with ultr-bias-toolkit's
@@ -54,7 +54,7 @@ def train(method: str, data_dir: str, out: str, args: argparse.Namespace) -> str
     run_dir = os.path.join(out, method)
     shutil.rmtree(run_dir, ignore_errors=True)
     os.makedirs(run_dir)
-    with open(os.path.join(REPO, "settings", "ultre_multr.json")) as handle:
+    with open(os.path.join(REPO, "settings", "ultre", "multr.json")) as handle:
         settings = json.load(handle)
     hparams = ",".join(filter(None, [hparams.format(simulator_steps=args.simulator_steps, pilot_steps=args.pilot_steps), "seed=%d" % args.seed,
                                      "log_every=100"]))

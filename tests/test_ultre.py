@@ -109,7 +109,7 @@ def test_feed_replays_sessions_with_their_positions_and_clicks(ultre_dir, ultre_
 
 
 def _settings(tmp_path, algorithm, hparams):
-    with open(os.path.join(REPO_ROOT, "settings", "ultre_multr.json")) as handle:
+    with open(os.path.join(REPO_ROOT, "settings", "ultre", "multr.json")) as handle:
         settings = json.load(handle)
     settings.update(ranking_model_hparams="hidden_layer_sizes=[16]", learning_algorithm=algorithm,
                     learning_algorithm_hparams=hparams)
