@@ -45,19 +45,24 @@ so each ranker trains ``--steps`` + ``--steps-per-checkpoint`` updates
 (10,100 with the defaults).
 
 Tiangong-ULTR (Table 3) is a real click log, so nothing is simulated: the
-training feed is ULTRA's ``DirectLabelFeed``, whose labels are the logged
-clicks, on the displayed top 10 (``use_max_candidate_num=False``); the test
-split carries the human 0-4 labels.  The script expects a ULTRA data
-directory (``settings.json``, ``train/``, ``test/`` and optionally
-``valid/``, each with ``<split>.feature``, ``<split>.init_list`` and
-``<split>.labels``) in which every ``train.init_list`` line is one logged
-list in displayed order and the matching ``train.labels`` line its clicks
-(values in [0, 1]).  We could not obtain the distributed files to confirm
-that this is how they come; the script checks the layout and the label
-ranges and names the file and line of anything else.  Without ``valid/``,
-ULTRA's required validation split points at the test split and the last
-checkpoint is kept (no model selection), so the test labels never choose a
-model.
+training feed is :class:`ultra_multr.logs.ultre_feed.UltreSessionFeed`,
+which replays each logged list with its clicks on the displayed top 10
+(``use_max_candidate_num=False``; MULTR's user simulator holds a seeded share
+of these sessions out to score itself); the test split carries the human 0-4
+labels.  The script expects a ULTRA data directory (``settings.json``,
+``train/``, ``test/`` and optionally ``valid/``, each with
+``<split>.feature``, ``<split>.init_list`` and ``<split>.labels``) in which
+every ``train.init_list`` line is one logged list in displayed order and the
+matching ``train.labels`` line its clicks (values in [0, 1]).  We could not
+obtain the distributed files to confirm that this is how they come; the
+script checks the layout and the label ranges and names the file and line of
+anything else.  Without ``valid/``, the validation split is carved out of
+the training queries (``--valid-fraction`` 0.1 of them, drawn with
+``--valid-seed`` 0, all their logged lists; the training split keeps the
+rest), never the test split: model selection (nDCG@10) and MULTR's
+``rerank_weight=auto`` pilot then score on held-out queries' logged clicks,
+a click-based proxy (clicks carry the logged ranker's position bias), and the
+test labels choose nothing.
 """
 from __future__ import annotations
 
@@ -69,7 +74,9 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set
+
+import numpy as np
 
 from ultra_multr.data.prepare import REPORT_FILE, PrepareOptions, made_with
 from ultra_multr.data.ultra_format import atomic_write_text
@@ -90,9 +97,14 @@ NEEDS_SIMULATED_CLICKS = {
 }
 #: Methods that train the user simulator (they share its checkpoint).
 SIMULATOR_METHODS = ("multr", "eib_multr")
-#: An objective metric no summary has: ULTRA's main.py then saves every
-#: checkpoint, i.e. keeps the last model (used when there is no validation split).
-KEEP_LAST_CHECKPOINT = "none_keep_last_checkpoint"
+#: Tiangong-ULTR without a valid/ split: the share of training queries held out
+#: as validation, and its seed (--valid-fraction, --valid-seed).
+VALID_FRACTION = 0.1
+VALID_SEED = 0
+#: What a data view of Tiangong-ULTR was built from (see :func:`tiangong_view`).
+VIEW_MANIFEST = "view.json"
+#: Table 3's training feed: every logged list replayed with its clicks.
+SESSION_FEED = "ultra_multr.logs.ultre_feed.UltreSessionFeed"
 SPLITS = ("train", "valid", "test")
 #: The files of one split of a ULTRA data directory that main.py reads.
 ULTRA_SUFFIXES = (".feature", ".init_list", ".labels")
@@ -251,43 +263,77 @@ def check_tiangong(path: str, scan_labels: bool = True) -> TiangongData:
     )
 
 
-def _symlinks(root: str) -> Dict[str, str]:
-    """Relative path -> target of every symlink under ``root``, which must hold nothing else."""
-    links = {}
-    for name in sorted(os.listdir(root)):
-        path = os.path.join(root, name)
-        if os.path.islink(path):
-            links[name] = os.readlink(path)
-        elif os.path.isdir(path):
-            links.update({name + "/" + sub: target for sub, target in _symlinks(path).items()})
-        else:
-            raise DataLayoutError("%s exists and is not a directory of links written by this script" % root)
-    return links
+def carve_validation(qids: Sequence[str], fraction: float, seed: int) -> Set[str]:
+    """The training queries held out as the validation split: a seeded ``max(1, round(fraction * Q))``
+    of the Q distinct qids (all of a held-out query's logged lists go to validation)."""
+    distinct = sorted(set(qids))
+    if len(distinct) < 2:
+        raise DataLayoutError("cannot carve a validation split out of %d training query" % len(distinct))
+    count = min(len(distinct) - 1, max(1, int(round(fraction * len(distinct)))))
+    order = np.random.default_rng(seed).permutation(len(distinct))
+    return {distinct[i] for i in order[:count]}
 
 
-def link_tiangong(data: TiangongData, view: str) -> None:
-    """Make ``view`` a ULTRA data directory of symlinks into ``data.path``.
-
-    Without a validation split, ``valid/valid.*`` link to ``test/test.*``
-    (ULTRA's main.py always reads a validation split; the config then keeps
-    the last checkpoint, see :data:`KEEP_LAST_CHECKPOINT`).
-    """
-    wanted = {name: os.path.join(data.path, name) for name in ("settings.json", "train", "test")}
-    if data.has_valid:
-        wanted["valid"] = os.path.join(data.path, "valid")
-    else:
+def _view_manifest(data: TiangongData, fraction: float, seed: int) -> dict:
+    """What a view is built from: the source directory, how validation was made, the source files' sizes and times."""
+    files = {}
+    for split in ("train", "test") + (("valid",) if data.has_valid else ()):
         for suffix in ULTRA_SUFFIXES:
-            wanted["valid/valid" + suffix] = os.path.join(data.path, "test", "test" + suffix)
+            stat = os.stat(os.path.join(data.path, split, split + suffix))
+            files[split + "/" + split + suffix] = [stat.st_size, stat.st_mtime_ns]
+    carve = None if data.has_valid else {"fraction": fraction, "seed": seed}
+    return {"source": data.path, "carved_validation": carve, "files": files}
+
+
+def tiangong_view(data: TiangongData, view: str, fraction: float = VALID_FRACTION, seed: int = VALID_SEED) -> int:
+    """Make ``view`` the ULTRA data directory the runs read; returns the number of validation queries carved (0: none).
+
+    With a ``valid/`` split in ``data.path`` every split is a symlink.
+    Without one, validation must not be the test split (that would tune on
+    it): :func:`carve_validation` holds a seeded share of the *training*
+    queries out, their logged lists and clicks become ``valid/`` and the rest
+    ``train/`` (``.init_list`` and ``.labels`` written, ``.feature`` a symlink to
+    the training features: the indices stay valid); ``test/`` and
+    ``settings.json`` are symlinks.  ``view/view.json`` records what the view
+    was built from; a view built from the same files and share is reused,
+    another one of ours rebuilt, anything else refused.
+    """
+    manifest = _view_manifest(data, fraction, seed)
+    manifest_path = os.path.join(view, VIEW_MANIFEST)
     if os.path.lexists(view):
-        if _symlinks(view) == wanted:
-            return
-        shutil.rmtree(view)  # only symlinks: the data they point to is untouched
+        try:
+            with open(manifest_path) as handle:
+                existing = json.load(handle)
+        except (OSError, ValueError):
+            raise DataLayoutError("%s exists and is not a data view written by this script (no %s)"
+                                  % (view, VIEW_MANIFEST)) from None
+        if {k: v for k, v in existing.items() if k != "valid_queries"} == manifest:
+            return len(existing.get("valid_queries", []))
+        shutil.rmtree(view)  # ours: symlinks and the carved lists, the source data is untouched
     tmp = view + ".tmp-%d" % os.getpid()
-    for relative, target in wanted.items():
-        link = os.path.join(tmp, relative)
-        os.makedirs(os.path.dirname(link), exist_ok=True)
-        os.symlink(target, link)
+    os.makedirs(tmp)
+    os.symlink(os.path.join(data.path, "settings.json"), os.path.join(tmp, "settings.json"))
+    os.symlink(os.path.join(data.path, "test"), os.path.join(tmp, "test"))
+    if data.has_valid:
+        for split in ("train", "valid"):
+            os.symlink(os.path.join(data.path, split), os.path.join(tmp, split))
+    else:
+        train = os.path.join(data.path, "train", "train")
+        with open(train + ".init_list") as lists, open(train + ".labels") as labels:
+            rows = [(lst, lab) for lst, lab in zip(lists, labels) if lst.strip()]
+        held_out = carve_validation([lst.split()[0] for lst, _ in rows], fraction, seed)
+        for split in ("train", "valid"):
+            keep = [(lst, lab) for lst, lab in rows if (lst.split()[0] in held_out) == (split == "valid")]
+            os.makedirs(os.path.join(tmp, split))
+            os.symlink(train + ".feature", os.path.join(tmp, split, split + ".feature"))
+            for suffix, column in ((".init_list", 0), (".labels", 1)):
+                with open(os.path.join(tmp, split, split + suffix), "w") as handle:
+                    handle.writelines(row[column] for row in keep)
+        manifest["valid_queries"] = sorted(held_out)
+    with open(os.path.join(tmp, VIEW_MANIFEST), "w") as handle:
+        json.dump(manifest, handle, indent=1)
     os.rename(tmp, view)
+    return len(manifest.get("valid_queries", []))
 
 
 # ----------------------------------------------------------------------------- configs
@@ -301,12 +347,8 @@ def default_methods(experiment: str) -> List[str]:
     return {"table2": TABLE2_METHODS, "figure3": [], "table3": TABLE3_METHODS}[experiment]
 
 
-def experiment_config(args: argparse.Namespace, data_dir: str, has_valid: bool = True) -> dict:
-    """The runner config of ``args.experiment`` on the ULTRA data directory ``data_dir``.
-
-    ``has_valid`` (Table 3 only): False when the validation split is the test
-    split, which then must not select the model.
-    """
+def experiment_config(args: argparse.Namespace, data_dir: str) -> dict:
+    """The runner config of ``args.experiment`` on the ULTRA data directory ``data_dir``."""
     name = dataset_name(args)
     out = os.path.abspath(args.out)
     methods = default_methods(args.experiment) if args.methods is None else list(args.methods)
@@ -315,11 +357,9 @@ def experiment_config(args: argparse.Namespace, data_dir: str, has_valid: bool =
         "learning_algorithm_hparams": {"learning_rate": args.learning_rate, "log_every": 500},
     }
     if args.experiment == "table3":
-        # Real clicks: the training labels are the clicks, shown on the top N only.
-        settings["train_input_feed"] = "ultra.input_layer.DirectLabelFeed"
-        settings["train_input_hparams"] = {"use_max_candidate_num": False}
-        if not has_valid:
-            settings["objective_metric"] = KEEP_LAST_CHECKPOINT
+        # Real clicks: each logged list replayed with its clicks, shown on the top N only.
+        settings["train_input_feed"] = SESSION_FEED
+        settings["train_input_hparams"] = {"use_max_candidate_num": False, "seed": 0}
     else:
         settings["train_input_hparams"] = {"click_model_json": CASCADE}
     sweeps = []
@@ -383,6 +423,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--steps-per-checkpoint", type=int, default=100, help="validation and model-selection interval")
     parser.add_argument("--methods", nargs="+", help="default: the paper's methods of the experiment")
     parser.add_argument("--sample-nums", type=int, nargs="+", default=FIGURE3_SAMPLE_NUMS, help="figure3 values")
+    parser.add_argument("--valid-fraction", type=float, default=VALID_FRACTION,
+                        help="table3 without valid/: share of training queries held out for validation")
+    parser.add_argument("--valid-seed", type=int, default=VALID_SEED, help="table3: seed of that draw")
     parser.add_argument("--dry-run", action="store_true", help="print the preparation and the runs; run nothing")
     return parser
 
@@ -400,27 +443,30 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
             )
     elif args.dataset is None:
         parser.error("%s needs --dataset (%s)" % (args.experiment, " or ".join(sorted(LETOR_DATASETS))))
+    if not 0.0 < args.valid_fraction < 1.0:
+        parser.error("--valid-fraction must be in (0, 1), got %g" % args.valid_fraction)
     for flag in ("steps", "simulator_steps", "steps_per_checkpoint", "workers"):
         if getattr(args, flag) < 1:
             parser.error("--%s must be >= 1" % flag.replace("_", "-"))
     return args
 
 
-def prepare_data(args: argparse.Namespace) -> Tuple[str, bool]:
-    """Prepare or check the dataset; returns (data_dir, has_valid)."""
+def prepare_data(args: argparse.Namespace) -> str:
+    """Prepare or check the dataset; returns the data directory the runs read."""
     data_root = os.path.join(os.path.abspath(args.out), "data")
     if args.experiment == "table3":
         data = check_tiangong(args.data)
-        print(
-            "%s: %d logged training lists, %.2f clicks per list, %d features, max label %g%s"
-            % (data.path, data.train_lists, data.clicks_per_list, data.feature_size, data.max_label,
-               "" if data.has_valid else "; no valid/: the last checkpoint is kept")
-        )
+        carve = "" if data.has_valid else "; no valid/: %g of the training queries (seed %d) become validation" % (
+            args.valid_fraction, args.valid_seed)
+        print("%s: %d logged training lists, %.2f clicks per list, %d features, max label %g%s"
+              % (data.path, data.train_lists, data.clicks_per_list, data.feature_size, data.max_label, carve))
         view = os.path.join(data_root, TIANGONG)
         if not args.dry_run:
             os.makedirs(data_root, exist_ok=True)
-            link_tiangong(data, view)
-        return view, data.has_valid
+            carved = tiangong_view(data, view, args.valid_fraction, args.valid_seed)
+            if carved:
+                print("%s: validation = %d training queries held out" % (view, carved))
+        return view
     dataset = LETOR_DATASETS[args.dataset]
     files = letor_files(dataset, args.data)
     data_dir = os.path.join(data_root, dataset.name)
@@ -433,19 +479,19 @@ def prepare_data(args: argparse.Namespace) -> Tuple[str, bool]:
         print("preparing: %s" % shlex.join(argv), flush=True)
         if subprocess.run(argv).returncode != 0:
             raise DataLayoutError("data preparation failed (see its error above)")
-    return data_dir, True
+    return data_dir
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     try:
-        data_dir, has_valid = prepare_data(args)
+        data_dir = prepare_data(args)
     except (ValueError, OSError) as error:  # DataLayoutError names the file
         print("error: %s" % error, file=sys.stderr)
         return 2
     path = config_path(args)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    atomic_write_text(path, json.dumps(experiment_config(args, data_dir, has_valid), indent=2) + "\n")
+    atomic_write_text(path, json.dumps(experiment_config(args, data_dir), indent=2) + "\n")
     print("runner config: %s" % path, flush=True)
     return runner.main([path, "--workers", str(args.workers)] + (["--dry-run"] if args.dry_run else []))
 

@@ -9,6 +9,7 @@ import json
 import os
 import sys
 
+import numpy as np
 import pytest
 
 from conftest import REPO_ROOT
@@ -28,11 +29,11 @@ def hparams(text: str) -> dict:
     return dict(item.split("=", 1) for item in split_assignments(text))
 
 
-def runs_of(tmp_path, argv, has_valid=True):
+def runs_of(tmp_path, argv):
     """Parse ``argv``, write the experiment's config as main() does, load and expand it with the runner."""
     args = paper.parse_args(argv + ["--out", str(tmp_path / "out")])
     path = tmp_path / "config.json"
-    path.write_text(json.dumps(paper.experiment_config(args, str(tmp_path / "data"), has_valid)))
+    path.write_text(json.dumps(paper.experiment_config(args, str(tmp_path / "data"))))
     return expand_runs(load_config(str(path)))
 
 
@@ -77,17 +78,18 @@ def test_figure3_sweeps_multr_sample_num_only(tmp_path):
 
 
 def test_table3_trains_on_logged_clicks_without_simulation(tmp_path):
-    runs = runs_of(tmp_path, ["--experiment", "table3", "--data", "tiangong"], has_valid=False)
+    runs = runs_of(tmp_path, ["--experiment", "table3", "--data", "tiangong"])
     assert [r.method for r in runs] == paper.TABLE3_METHODS
     assert {r.info["dataset"] for r in runs} == {"Tiangong-ULTR"}
     for run in runs:
-        assert run.settings["train_input_feed"] == "ultra.input_layer.DirectLabelFeed"
+        # Each logged list replayed with its clicks (MULTR's simulator holds sessions out of them).
+        assert run.settings["train_input_feed"] == "ultra_multr.logs.ultre_feed.UltreSessionFeed"
         feed = hparams(run.settings["train_input_hparams"])
         assert feed["use_max_candidate_num"] == "False" and "click_model_json" not in feed
-        # No validation split of its own: the test split must not pick the checkpoint.
-        assert run.settings["objective_metric"] == paper.KEEP_LAST_CHECKPOINT
-    with_valid = runs_of(tmp_path, ["--experiment", "table3", "--data", "tiangong"], has_valid=True)
-    assert {r.settings["objective_metric"] for r in with_valid} == {"ndcg_10"}
+        # Model selection on the validation split, which is never the test split (see the view tests).
+        assert run.settings["objective_metric"] == "ndcg_10"
+    multr = hparams(runs[0].settings["learning_algorithm_hparams"])
+    assert "rerank_weight" not in multr  # MULTR's default (auto: a pilot scored on the validation split)
 
 
 @pytest.mark.parametrize(
@@ -134,43 +136,113 @@ def test_letor_preparation_command_per_dataset(tmp_path):
     assert not paper.is_prepared(yahoo, files, str(data_dir))
 
 
-def write_tiangong(root, train_labels="q1 1 0 0\nq2 0 0 1\n", test_labels="t1 4 0 2\n", splits=("train", "test")):
-    """A minimal ULTRA-format directory (contents only as far as check_tiangong reads them)."""
+TRAIN_LISTS = "".join("q%d %d %d %d\n" % (q % 10, 3 * q, 3 * q + 1, 3 * q + 2) for q in range(30))
+TRAIN_CLICKS = "".join("q%d %d 0 %d\n" % (q % 10, q % 2, 1 - q % 2) for q in range(30))
+
+
+def write_tiangong(root, train_labels=TRAIN_CLICKS, test_labels="t1 4 0 2\n", splits=("train", "test")):
+    """A small ULTRA-format directory: 30 logged lists of 10 training queries (features only as far as the
+    script reads them)."""
     root.mkdir()
     (root / "settings.json").write_text(json.dumps({"feature_size": 33, "max_label": 4}))
     for split in splits:
         (root / split).mkdir(parents=True)
-        for suffix in (".feature", ".init_list"):
-            (root / split / (split + suffix)).write_text("")
+        (root / split / (split + ".feature")).write_text("")
+        (root / split / (split + ".init_list")).write_text(TRAIN_LISTS if split == "train" else "t1 0 1 2\n")
         (root / split / (split + ".labels")).write_text(train_labels if split == "train" else test_labels)
     return str(root)
 
 
-def test_tiangong_layout_is_checked_and_linked(tmp_path):
+def read_lines(path):
+    with open(path) as handle:
+        return handle.read().splitlines()
+
+
+def test_tiangong_validation_is_carved_out_of_training_queries_never_the_test_split(tmp_path):
     data = paper.check_tiangong(write_tiangong(tmp_path / "tg"))
-    assert (data.has_valid, data.train_lists, data.feature_size) == (False, 2, 33)
+    assert (data.has_valid, data.train_lists, data.feature_size) == (False, 30, 33)
     assert data.clicks_per_list == pytest.approx(1.0)
     view = str(tmp_path / "view")
-    paper.link_tiangong(data, view)
-    assert os.readlink(os.path.join(view, "valid", "valid.labels")) == os.path.join(data.path, "test", "test.labels")
-    assert os.readlink(os.path.join(view, "train")) == os.path.join(data.path, "train")
+    assert paper.tiangong_view(data, view, fraction=0.2, seed=4) == 2  # 0.2 of 10 queries
+    train, valid = (read_lines(os.path.join(view, s, s + ".init_list")) for s in ("train", "valid"))
+    valid_qids = {line.split()[0] for line in valid}
+    assert len(valid_qids) == 2 and len(valid) == 6  # every logged list of a held-out query
+    assert not valid_qids & {line.split()[0] for line in train} and len(train) == 24
+    assert sorted(train + valid) == sorted(TRAIN_LISTS.splitlines())
+    # Each list keeps its own clicks, and both splits index the training features.
+    clicks = dict(zip(TRAIN_LISTS.splitlines(), TRAIN_CLICKS.splitlines()))
+    for split, lists in (("train", train), ("valid", valid)):
+        assert read_lines(os.path.join(view, split, split + ".labels")) == [clicks[line] for line in lists]
+        assert os.readlink(os.path.join(view, split, split + ".feature")) == os.path.join(data.path, "train", "train.feature")
+    assert os.readlink(os.path.join(view, "test")) == os.path.join(data.path, "test")
+    assert not any("t1" in line for line in valid)
+    # Seeded: the same share and seed give the same queries (the view is reused); another seed others.
     inode = os.stat(view).st_ino
-    paper.link_tiangong(data, view)  # already right: left alone, not rebuilt
-    assert os.stat(view).st_ino == inode
-    with open(os.path.join(view, "valid", "valid.labels")) as handle:
-        assert handle.read() == "t1 4 0 2\n"
-    (tmp_path / "view" / "note.txt").write_text("not ours")
-    with pytest.raises(paper.DataLayoutError, match="not a directory of links"):
-        paper.link_tiangong(data, view)
+    assert paper.tiangong_view(data, view, fraction=0.2, seed=4) == 2 and os.stat(view).st_ino == inode
+    paper.tiangong_view(data, view, fraction=0.2, seed=7)
+    assert {line.split()[0] for line in read_lines(os.path.join(view, "valid", "valid.init_list"))} != valid_qids
+    (tmp_path / "stranger").mkdir()
+    with pytest.raises(paper.DataLayoutError, match="not a data view written by this script"):
+        paper.tiangong_view(data, str(tmp_path / "stranger"))
 
     with_valid = paper.check_tiangong(write_tiangong(tmp_path / "tg2", splits=("train", "valid", "test")))
-    assert with_valid.has_valid
+    assert with_valid.has_valid and paper.tiangong_view(with_valid, str(tmp_path / "view2")) == 0
+    assert os.readlink(str(tmp_path / "view2" / "valid")) == os.path.join(with_valid.path, "valid")
+
+
+def test_table3_dry_run_lists_multr_default_and_says_how_validation_is_made(tmp_path, capsys):
+    data = write_tiangong(tmp_path / "tg")
+    assert paper.main(["--experiment", "table3", "--data", data, "--out", str(tmp_path / "out"), "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert "no valid/: 0.1 of the training queries (seed 0) become validation" in printed
+    assert not (tmp_path / "out" / "data").exists()  # a dry run writes no data view
+    config = load_config(str(tmp_path / "out" / "table3_Tiangong-ULTR.json"))
+    assert config.datasets["Tiangong-ULTR"] == {"all": os.path.join(str(tmp_path / "out" / "data"), "Tiangong-ULTR")}
+
+
+def test_multr_default_trains_on_a_tiangong_view_through_main_py(tmp_path):
+    """The failure this guards against: MULTR's default rerank_weight=auto stopped on the old view's
+    'none_keep_last_checkpoint' objective; now it scores its pilot on the carved validation queries."""
+    from conftest import find_ultra_main, run_ultra_main
+    from ultra_multr.data.ultra_format import RankedQuery, write_settings, write_split
+    from ultra_multr.logs.synthetic import pbm_session_log
+
+    log = pbm_session_log(n_queries=10, n_sessions=120, n_features=8, seed=2)
+    sessions = [
+        RankedQuery(log.queries[q].qid, [log.queries[q].doc_ids[i] for i in shown], log.queries[q].features[shown],
+                    clicks.astype(float), -np.arange(10.0))
+        for q, shown, clicks in zip(log.query, log.shown, log.clicks)
+    ]
+    root = tmp_path / "tg"
+    write_split(str(root), "train", sessions)
+    write_split(str(root), "test", log.queries[:4])
+    write_settings(str(root), 8, 4)
+    view = str(tmp_path / "view")
+    assert paper.tiangong_view(paper.check_tiangong(str(root)), view, fraction=0.2, seed=0) == 2
+    args = paper.parse_args(["--experiment", "table3", "--data", str(root), "--out", str(tmp_path / "out")])
+    settings = paper.experiment_config(args, view)["settings"]
+    settings = {key: value if isinstance(value, str) else ",".join("%s=%s" % kv for kv in value.items())
+                for key, value in settings.items()}
+    with open(os.path.join(REPO_ROOT, "settings", "multr_dla.json")) as handle:
+        base = json.load(handle)
+    base.update(settings, ranking_model_hparams="hidden_layer_sizes=[8]",
+                learning_algorithm_hparams="simulator_steps=2,simulator_batch_size=8,sample_num=1,rerank_pilot_steps=1,seed=0")
+    (tmp_path / "multr.json").write_text(json.dumps(base))
+    model_dir = str(tmp_path / "model")
+    result = run_ultra_main(find_ultra_main(), [
+        "--setting_file", str(tmp_path / "multr.json"), "--data_dir", view + "/", "--model_dir", model_dir,
+        "--output_dir", model_dir + "/", "--batch_size", "8", "--selection_bias_cutoff", "10",
+        "--max_train_iteration", "1", "--steps_per_checkpoint", "1"], cwd=str(tmp_path))
+    log_text = result.stdout + result.stderr
+    assert "rerank_weight=auto: pilot of 1 steps, ndcg_10 by a" in log_text
+    assert "(a share of the click log held out)" in log_text
+    assert os.path.isfile(os.path.join(model_dir, "ultra_multr.MULTR.ckpt"))
 
 
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"train_labels": "q1 1 0\nq2 0 3\n"}, r"train\.labels:2: label 3 is outside \[0, 1\]"),
+        ({"train_labels": "q1 1 0 0\nq2 0 3 0\n"}, r"train\.labels:2: label 3 is outside \[0, 1\]"),
         ({"test_labels": "t1 5 0\n"}, r"test\.labels:1: label 5 is outside \[0, 4\]"),
         ({"splits": ("train",)}, r"test\.feature is missing"),
     ],

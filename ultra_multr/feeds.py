@@ -34,6 +34,11 @@ on).  Every feed here and ULTRA's own feeds accept it, and a
 :class:`ClickLogFeed` takes a view's log from the full data set's log, so a
 query's logged sessions are the same in the view and in the full data set.
 
+Data read in ULTRA's ULTRE layout (main.py ``--click_model_dir``) is turned
+into ULTRA's layout by the feeds' ``preprocess_data`` hook
+(:func:`ultra_multr.data.ultre.to_ultra_layout`); the feed that replays its
+logged sessions is :class:`ultra_multr.logs.ultre_feed.UltreSessionFeed`.
+
 The input feed: ``letor_features`` [D, F] float32, the real documents of the
 batch; per position i, ``docid_input{i}`` [B] float32 row indices into it
 (D marks padding) and ``label{i}`` [B] float32 clicks (labels in oracle mode).
@@ -52,7 +57,7 @@ from ultra.input_layer import BaseInputFeed
 from ultra.utils.data_utils import Raw_data
 
 from .config import parse_hparams, require
-from .data import checks
+from .data import checks, ultre
 from .session_budget import LEDGER
 from .ultra_click_models import UltraClickModel, load_click_model_file
 
@@ -297,6 +302,40 @@ def click_model_fingerprint(feed: Any) -> str:
     return hashlib.sha256(json.dumps(click_model.getModelJson(), sort_keys=True).encode()).hexdigest()
 
 
+def build_input_feed(
+    model: Any, arrays: QueryArrays, query_idx: np.ndarray, clicks: np.ndarray
+) -> Tuple[Dict[str, np.ndarray], Dict[str, Any]]:
+    """ULTRA's input feed of the given lists (see the module docstring) and its info map.
+
+    Args:
+        model: the algorithm (its ``letor_features_name``, ``docid_inputs_name``, ``labels_name``).
+        arrays: the data set's first N positions; N input positions are filled.
+        query_idx: [B] int64 lists of the batch.
+        clicks: [B, N] float32 clicks (or labels) per position.
+
+    Returns:
+        (input_feed, info_map); info_map has 'rank_list_idxs', 'input_list'
+        (docids, D at padding), 'click_list' and 'letor_features'.
+    """
+    mask = arrays.mask[query_idx]
+    letor_features = arrays.features[arrays.doc_ids[query_idx][mask]]
+    n_docs = letor_features.shape[0]
+    # Real documents are numbered in row-major order, as they were stacked.
+    numbering = (np.cumsum(mask.reshape(-1)) - 1).reshape(mask.shape)
+    docid = np.where(mask, numbering, n_docs).astype(np.float32)
+    input_feed = {model.letor_features_name: letor_features}
+    for i in range(mask.shape[1]):
+        input_feed[model.docid_inputs_name[i]] = docid[:, i]
+        input_feed[model.labels_name[i]] = clicks[:, i]
+    info_map = {
+        "rank_list_idxs": query_idx.tolist(),
+        "input_list": docid.astype(np.int64).tolist(),
+        "click_list": clicks.tolist(),
+        "letor_features": letor_features,
+    }
+    return input_feed, info_map
+
+
 def _describe_data_set(data_set: Any) -> str:
     """"data set <path><prefix>" or, for a :func:`query_subset` view, "Q' of the Q queries of data set ..."."""
     source = getattr(data_set, "subset_of", None)
@@ -337,6 +376,8 @@ class ClickSimulationFeed(BaseInputFeed):
     """
 
     HPARAMS = ClickFeedHParams
+    #: main.py's hook after reading each split: ULTRE-layout data becomes ULTRA's layout.
+    preprocess_data = staticmethod(ultre.preprocess_data)
 
     def __init__(self, model: Any, batch_size: int, hparam_str: str) -> None:
         self.hparams = parse_hparams(self.HPARAMS, hparam_str, source="%s hparams" % type(self).__name__)
@@ -356,6 +397,10 @@ class ClickSimulationFeed(BaseInputFeed):
         self.batch_size = int(batch_size)
         self.global_batch_count = 0
         self._arrays: Dict[int, QueryArrays] = {}
+
+    #: Fresh clicks for every list: no fixed log for MULTR to hold sessions out of.
+    #: A feed whose clicks are K fixed logged sessions per list says K.
+    logged_sessions_per_list = 0
 
     # -- per data set ---------------------------------------------------
     def arrays_for(self, data_set: Any) -> QueryArrays:
@@ -423,23 +468,7 @@ class ClickSimulationFeed(BaseInputFeed):
         if check_validation:  # ULTRA drops lists without any click
             keep = clicks.sum(axis=1) > 0
             query_idx, clicks = query_idx[keep], clicks[keep]
-        mask = arrays.mask[query_idx]
-        letor_features = arrays.features[arrays.doc_ids[query_idx][mask]]
-        n_docs = letor_features.shape[0]
-        # Real documents are numbered in row-major order, as they were stacked.
-        numbering = (np.cumsum(mask.reshape(-1)) - 1).reshape(mask.shape)
-        docid = np.where(mask, numbering, n_docs).astype(np.float32)
-        input_feed = {self.model.letor_features_name: letor_features}
-        for i in range(self.rank_list_size):
-            input_feed[self.model.docid_inputs_name[i]] = docid[:, i]
-            input_feed[self.model.labels_name[i]] = clicks[:, i]
-        info_map = {
-            "rank_list_idxs": query_idx.tolist(),
-            "input_list": docid.astype(np.int64).tolist(),
-            "click_list": clicks.tolist(),
-            "letor_features": letor_features,
-        }
-        return input_feed, info_map
+        return build_input_feed(self.model, arrays, query_idx, clicks)
 
     def get_batch(self, data_set: Any, check_validation: bool = False, data_format: str = "ULTRA"):
         """A batch of ``batch_size`` lists of uniformly drawn queries (training).
@@ -520,6 +549,12 @@ class ClickLogFeed(ClickSimulationFeed):
     evaluation batches, is a logged session of that query."""
 
     HPARAMS = ClickLogFeedHParams
+
+    @property
+    def logged_sessions_per_list(self) -> int:
+        """K when every click is one of K fixed logged sessions per list, 0 for fresh clicks
+        (what MULTR holds sessions out of; see :attr:`ClickSimulationFeed.logged_sessions_per_list`)."""
+        return self.hparams.sessions_per_query if self.click_model is not None else 0
 
     def click_log(self, arrays: QueryArrays) -> np.ndarray:
         """[Q, K, N] bool: the data set's log, sampled on first use from the

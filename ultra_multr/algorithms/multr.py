@@ -516,15 +516,17 @@ class DoublyRobustMixin:
         """(training, held-out) data sets of the simulator, for a new instance
         ``feed`` of main.py's training feed.
 
-        With a fixed click log (``sessions_per_query`` K > 0 of a
-        :class:`~ultra_multr.feeds.ClickLogFeed`), :meth:`heldout_sessions`
-        are held out: two :func:`~ultra_multr.feeds.session_subset` views
+        With a fixed click log (the feed's ``logged_sessions_per_list`` K > 0:
+        a :class:`~ultra_multr.feeds.ClickLogFeed` with ``sessions_per_query``
+        K, or the logged sessions of a
+        :class:`~ultra_multr.logs.ultre_feed.UltreSessionFeed`, K = 1),
+        :meth:`heldout_sessions` are held out: two :func:`~ultra_multr.feeds.session_subset` views
         with disjoint logged sessions.  With fresh clicks every session is a
         new draw: both are the training set, and the held-out sessions come
         from a feed with another seed stream (:meth:`_click_feed`).
         """
-        sessions_per_query = getattr(getattr(feed, "hparams", None), "sessions_per_query", 0)
-        if not sessions_per_query or getattr(feed, "click_model", None) is None:
+        sessions_per_query = getattr(feed, "logged_sessions_per_list", 0)
+        if not sessions_per_query:
             return self._train_set, self._train_set
         heldout = self.heldout_sessions(sessions_per_query)
         return session_subset(self._train_set, ~heldout), session_subset(self._train_set, heldout)
