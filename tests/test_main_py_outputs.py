@@ -82,7 +82,7 @@ def test_main_py_checks_the_splits_it_reads():
     assert splits_main_py_reads(Namespace(**args)) == ["train", "valid"]
     assert splits_main_py_reads(Namespace(**dict(args, test_while_train=True))) == ["train", "valid", "test"]
     assert splits_main_py_reads(Namespace(**dict(args, test_only=True))) == ["test"]
-    assert splits_main_py_reads(Namespace(**dict(args, click_model_dir="cm/"))) == []  # ULTRE format: not ours
+    assert splits_main_py_reads(Namespace(**dict(args, click_model_dir="cm/"))) == ["train", "valid"]  # ULTRE: ultre_checks
 
 
 def test_main_py_failures_before_our_code_name_the_culprit(ultra_main, tmp_path):

@@ -177,10 +177,9 @@ class PluginAlgorithm(BaseAlgorithm):
         args = runtime.main_args()
         if args is not None:  # the files main.py reads: ULTRA's reader has hidden some problems by now
             started = time.perf_counter()
-            splits = checks.splits_main_py_reads(args)
-            checks.check_data_dir(args.data_dir, splits)
+            checks.check_main_py_data(args)
             LOGGER.info("data checks of %s passed in %.1f s (files read once, hashed on the way)",
-                        ", ".join(splits) or "no split", time.perf_counter() - started)
+                        ", ".join(checks.splits_main_py_reads(args)), time.perf_counter() - started)
         self.exp_settings = exp_settings
         name = exp_settings.get("learning_algorithm", type(self).__name__)
         self.hparams = parse_hparams(

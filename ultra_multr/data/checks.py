@@ -378,15 +378,32 @@ def splits_main_py_reads(args: argparse.Namespace) -> List[str]:
     """The split prefixes ULTRA's ``main.py`` reads with these arguments.
 
     ``--test_only``: the test split; otherwise train and valid, and test with
-    ``--test_while_train``.  Empty for ULTRE data (``--click_model_dir``
-    switches main.py's reader to it).  main.py's ``--data_format`` is unused
-    by ULTRA: its reader goes by the files present, and so do the checks.
+    ``--test_while_train``.  main.py's ``--data_format`` is unused by ULTRA:
+    its reader goes by the files present, and so do the checks.
     """
-    if getattr(args, "click_model_dir", None) is not None:
-        return []
     if args.test_only:
         return [args.test_data_prefix]
     return [args.train_data_prefix, args.valid_data_prefix] + ([args.test_data_prefix] if args.test_while_train else [])
+
+
+def check_main_py_data(args: argparse.Namespace) -> None:
+    """Check the splits ULTRA's main.py reads with these arguments, in the layout it reads them.
+
+    With ``--click_model_dir`` main.py's reader takes ULTRA's ULTRE layout
+    (:mod:`.ultre_checks`); otherwise ULTRA's own or the libsvm layout.
+
+    Raises:
+        DataCheckError: naming the file and line (or the split) of the first problem.
+    """
+    splits = splits_main_py_reads(args)
+    if args.click_model_dir is None:
+        check_data_dir(args.data_dir, splits)
+        return
+    from .ultre_checks import check_ultre_split  # imports checks: not at module level
+
+    settings = read_settings(args.data_dir)
+    for split in splits:
+        check_ultre_split(args.data_dir, split, args.click_model_dir, settings)
 
 
 def main(argv: Sequence[str] = None) -> int:
