@@ -1,0 +1,1 @@
+"""Training from logged sessions (real click logs) through ULTRA's main.py."""
