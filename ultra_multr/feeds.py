@@ -266,6 +266,40 @@ def click_model_fingerprint(feed: Any) -> str:
     return hashlib.sha256(json.dumps(click_model.getModelJson(), sort_keys=True).encode()).hexdigest()
 
 
+def build_input_feed(
+    model: Any, arrays: QueryArrays, query_idx: np.ndarray, clicks: np.ndarray
+) -> Tuple[Dict[str, np.ndarray], Dict[str, Any]]:
+    """ULTRA's input feed of the given lists (see the module docstring) and its info map.
+
+    Args:
+        model: the algorithm (its ``letor_features_name``, ``docid_inputs_name``, ``labels_name``).
+        arrays: the data set's first N positions; N input positions are filled.
+        query_idx: [B] int64 lists of the batch.
+        clicks: [B, N] float32 clicks (or labels) per position.
+
+    Returns:
+        (input_feed, info_map); info_map has 'rank_list_idxs', 'input_list'
+        (docids, D at padding), 'click_list' and 'letor_features'.
+    """
+    mask = arrays.mask[query_idx]
+    letor_features = arrays.features[arrays.doc_ids[query_idx][mask]]
+    n_docs = letor_features.shape[0]
+    # Real documents are numbered in row-major order, as they were stacked.
+    numbering = (np.cumsum(mask.reshape(-1)) - 1).reshape(mask.shape)
+    docid = np.where(mask, numbering, n_docs).astype(np.float32)
+    input_feed = {model.letor_features_name: letor_features}
+    for i in range(mask.shape[1]):
+        input_feed[model.docid_inputs_name[i]] = docid[:, i]
+        input_feed[model.labels_name[i]] = clicks[:, i]
+    info_map = {
+        "rank_list_idxs": query_idx.tolist(),
+        "input_list": docid.astype(np.int64).tolist(),
+        "click_list": clicks.tolist(),
+        "letor_features": letor_features,
+    }
+    return input_feed, info_map
+
+
 def _describe_data_set(data_set: Any) -> str:
     """"data set <path><prefix>" or, for a :func:`query_subset` view, "Q' of the Q queries of data set ..."."""
     source = getattr(data_set, "subset_of", None)
@@ -392,23 +426,7 @@ class ClickSimulationFeed(BaseInputFeed):
         if check_validation:  # ULTRA drops lists without any click
             keep = clicks.sum(axis=1) > 0
             query_idx, clicks = query_idx[keep], clicks[keep]
-        mask = arrays.mask[query_idx]
-        letor_features = arrays.features[arrays.doc_ids[query_idx][mask]]
-        n_docs = letor_features.shape[0]
-        # Real documents are numbered in row-major order, as they were stacked.
-        numbering = (np.cumsum(mask.reshape(-1)) - 1).reshape(mask.shape)
-        docid = np.where(mask, numbering, n_docs).astype(np.float32)
-        input_feed = {self.model.letor_features_name: letor_features}
-        for i in range(self.rank_list_size):
-            input_feed[self.model.docid_inputs_name[i]] = docid[:, i]
-            input_feed[self.model.labels_name[i]] = clicks[:, i]
-        info_map = {
-            "rank_list_idxs": query_idx.tolist(),
-            "input_list": docid.astype(np.int64).tolist(),
-            "click_list": clicks.tolist(),
-            "letor_features": letor_features,
-        }
-        return input_feed, info_map
+        return build_input_feed(self.model, arrays, query_idx, clicks)
 
     def get_batch(self, data_set: Any, check_validation: bool = False, data_format: str = "ULTRA"):
         """A batch of ``batch_size`` lists of uniformly drawn queries (training).

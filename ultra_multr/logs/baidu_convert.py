@@ -1,0 +1,106 @@
+"""Baidu-ULTR files -> the ULTRA data directory main.py needs beside :class:`~ultra_multr.logs.baidu_feed.BaiduSessionFeed`.
+
+``python -m ultra_multr.logs.baidu_convert --annotations parts/validation.feather
+--log_files 'parts/part-[123]_split-*.feather' --out data/baidu --features lexical``
+
+writes ``<out>/``:
+
+- ``valid/`` and ``test/``: the annotated queries (graded 0-4), split by a
+  seeded permutation of their ``query_md5`` (``--valid_share`` to valid),
+  every document of a query in the file's order;
+- ``train/``: a stub of ``--stub_lists`` lists, the first sessions with a click
+  of the first click file (top ``--top_n`` positions, clicks as labels).  main.py must read
+  a training split; the feed replays the log instead and uses the stub's lists
+  as session buckets (see :mod:`ultra_multr.logs.baidu_feed`);
+- ``settings.json``: the feature size of ``--features`` and max_label 4.
+
+Features are those the feed reads (same ``--features`` and lexical scaling).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Dict, Iterable, List, Sequence
+
+import numpy as np
+
+from ..data.ultra_format import RankedQuery, ultra_data_dir, write_settings, write_split
+from . import baidu
+
+PROG = "python -m ultra_multr.logs.baidu_convert"
+MAX_LABEL = 4
+
+
+def ranked_queries(sessions: baidu.Sessions, rows: Iterable[int]) -> List[RankedQuery]:
+    """ULTRA lists of the given rows: qid = ``query_md5``, documents in displayed order, ``clicks`` as labels."""
+    queries = []
+    for row in rows:
+        n = int(sessions.mask[row].sum())
+        queries.append(RankedQuery(
+            qid=str(sessions.query_md5[row]),
+            doc_ids=["r%d-%s" % (row, url) for url in sessions.url_md5[row, :n]],
+            features=sessions.features[row, :n],
+            labels=sessions.clicks[row, :n],
+            initial_scores=np.arange(n, 0, -1, dtype=np.float64),
+        ))
+    return queries
+
+
+def convert(annotations: str, log_patterns: Sequence[str], out: str, features: str = "lexical", top_n: int = 10,
+            valid_share: float = 0.5, stub_lists: int = 100, log1p_lexical: bool = True, seed: int = 0
+            ) -> Dict[str, int]:
+    """Write the data directory (see the module docstring); returns lists per split.
+
+    Raises:
+        ValueError: ``valid_share`` outside (0, 1), fewer than 2 annotated queries, or a bad file.
+    """
+    if not 0.0 < valid_share < 1.0:
+        raise ValueError("--valid_share must be in (0, 1), got %r" % valid_share)
+    graded = baidu.read_sessions(annotations, features, None, log1p_lexical)
+    if graded.kind != "annotations":
+        raise ValueError("--annotations %s holds click sessions; pass validation.feather" % annotations)
+    keys = np.unique(graded.query_md5)
+    if len(keys) < 2:
+        raise ValueError("%s: %d annotated queries; need 2 or more for valid and test" % (annotations, len(keys)))
+    shuffled = keys[np.random.default_rng(seed).permutation(len(keys))]
+    n_valid = min(len(keys) - 1, max(1, int(round(valid_share * len(keys)))))
+    in_valid = np.isin(graded.query_md5, shuffled[:n_valid])
+    first = baidu.log_files(log_patterns)[0]
+    logged = baidu.read_sessions(first, features, top_n, log1p_lexical)
+    counts = {
+        # ULTRA drops lists without a positive label: the stub's sessions have a click.
+        "train": write_split(out, "train", ranked_queries(logged, np.flatnonzero(logged.clicks.sum(axis=1) > 0)[:stub_lists])),
+        "valid": write_split(out, "valid", ranked_queries(graded, np.flatnonzero(in_valid))),
+        "test": write_split(out, "test", ranked_queries(graded, np.flatnonzero(~in_valid))),
+    }
+    write_settings(out, baidu.feature_size(features), MAX_LABEL)
+    return counts
+
+
+def main(argv: Sequence[str] = None) -> int:
+    """Command-line entry point; returns the exit code (2 on bad input)."""
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--annotations", required=True, help="the release's parts/validation.feather")
+    parser.add_argument("--log_files", required=True, help="glob patterns of the click files, ';'-separated")
+    parser.add_argument("--out", required=True, help="the data directory to write (main.py --data_dir)")
+    parser.add_argument("--features", default="lexical", choices=baidu.FEATURE_SETS)
+    parser.add_argument("--top_n", type=int, default=10, help="positions per logged session (default 10)")
+    parser.add_argument("--valid_share", type=float, default=0.5, help="share of annotated queries in valid/")
+    parser.add_argument("--stub_lists", type=int, default=100, help="lists of the train stub (session buckets)")
+    parser.add_argument("--no_log1p", action="store_true", help="keep the lexical features unscaled")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the valid/test split")
+    args = parser.parse_args(argv)
+    try:
+        counts = convert(args.annotations, [p for p in args.log_files.split(";") if p.strip()], args.out,
+                         args.features, args.top_n, args.valid_share, args.stub_lists, not args.no_log1p, args.seed)
+    except (ValueError, OSError) as error:
+        print("%s: error: %s" % (PROG, error), file=sys.stderr)
+        return 2
+    print("%s: train stub %d lists, valid %d and test %d annotated queries"
+          % (ultra_data_dir(args.out), counts["train"], counts["valid"], counts["test"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
