@@ -86,3 +86,14 @@ def test_schema_mismatch_names_file_and_column(baidu_log, tmp_path, column, new_
     assert path in message
     for part in expected.split(" , "):
         assert part in message
+
+
+def test_benchmark_metrics_of_one_query():
+    from ultra_multr.logs.baidu_evaluate import baidu_metrics
+
+    labels, scores = np.array([0.0, 2.0, 1.0, 0.0]), np.array([4.0, 3.0, 2.0, 1.0])
+    values = baidu_metrics(labels, scores)
+    assert values["dcg_1"] == 0.0
+    assert values["dcg_3"] == pytest.approx(3 / np.log2(3) + 1 / np.log2(4))
+    assert values["mrr_10"] == pytest.approx(0.5)
+    assert values["ndcg_10"] == pytest.approx(values["dcg_10"] / (3 + 1 / np.log2(3)))

@@ -100,3 +100,17 @@ def test_main_py_trains_on_the_logged_sessions(ultra_main, baidu_data, tmp_path,
     assert os.path.isfile(os.path.join(model_dir, "%s.ckpt" % algorithm))
     if algorithm.endswith("MULTR"):
         assert "user simulator: step 4/4" in log
+        return
+    # The benchmark's metrics on the annotated test queries, from the feather file ...
+    from ultra_multr.experiments.evaluate import evaluate_run
+    from ultra_multr.logs.baidu_evaluate import BAIDU_METRICS, evaluate
+
+    settings = json.loads(open(args[1]).read())
+    summary = evaluate(data_dir, settings, model_dir, str(tmp_path / "baidu_eval"), "test")
+    assert summary["n_queries"] == 10 and set(BAIDU_METRICS) <= set(summary)
+    assert 0 < summary["ndcg_10"] <= 1 and 0 < summary["mrr_10"] <= 1
+    assert summary["dcg_1"] <= summary["dcg_3"] <= summary["dcg_5"] <= summary["dcg_10"]
+    # ... agree with the ULTRA-format split the converter wrote, scored through ULTRA's reader.
+    ultra_path = evaluate_run(data_dir, "test", settings, model_dir, str(tmp_path / "ultra_eval"))
+    assert ultra_path["n_dropped_queries"] == 0
+    assert summary["ndcg_10"] == pytest.approx(ultra_path["ndcg_10"], abs=1e-4)

@@ -12,24 +12,46 @@ writes ``<out>/``:
   of the first click file (top ``--top_n`` positions, clicks as labels).  main.py must read
   a training split; the feed replays the log instead and uses the stub's lists
   as session buckets (see :mod:`ultra_multr.logs.baidu_feed`);
-- ``settings.json``: the feature size of ``--features`` and max_label 4.
+- ``settings.json``: the feature size of ``--features`` and max_label 4;
+- ``baidu_conversion.json``: the annotations file, features, scaling, share
+  and seed, from which :mod:`ultra_multr.logs.baidu_evaluate` rebuilds the
+  same split.
 
 Features are those the feed reads (same ``--features`` and lexical scaling).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from typing import Dict, Iterable, List, Sequence
 
 import numpy as np
 
-from ..data.ultra_format import RankedQuery, ultra_data_dir, write_settings, write_split
+from ..data.ultra_format import RankedQuery, atomic_write_text, ultra_data_dir, write_settings, write_split
 from . import baidu
 
 PROG = "python -m ultra_multr.logs.baidu_convert"
 MAX_LABEL = 4
+#: What the converter records in the data directory (read by the evaluation).
+CONVERSION_JSON = "baidu_conversion.json"
+
+
+def valid_queries(query_md5: np.ndarray, valid_share: float, seed: int) -> np.ndarray:
+    """[S] bool: the annotated rows whose query falls into valid (a seeded share of the distinct ``query_md5``).
+
+    Raises:
+        ValueError: ``valid_share`` outside (0, 1) or fewer than 2 distinct queries.
+    """
+    if not 0.0 < valid_share < 1.0:
+        raise ValueError("valid_share must be in (0, 1), got %r" % valid_share)
+    keys = np.unique(query_md5)
+    if len(keys) < 2:
+        raise ValueError("%d annotated queries; need 2 or more for valid and test" % len(keys))
+    shuffled = keys[np.random.default_rng(seed).permutation(len(keys))]
+    n_valid = min(len(keys) - 1, max(1, int(round(valid_share * len(keys)))))
+    return np.isin(query_md5, shuffled[:n_valid])
 
 
 def ranked_queries(sessions: baidu.Sessions, rows: Iterable[int]) -> List[RankedQuery]:
@@ -53,19 +75,16 @@ def convert(annotations: str, log_patterns: Sequence[str], out: str, features: s
     """Write the data directory (see the module docstring); returns lists per split.
 
     Raises:
-        ValueError: ``valid_share`` outside (0, 1), fewer than 2 annotated queries, or a bad file.
+        ValueError: ``valid_share`` outside (0, 1), fewer than 2 annotated queries, or a bad file
+            (:class:`~ultra_multr.logs.baidu.BaiduSchemaError`).
     """
-    if not 0.0 < valid_share < 1.0:
-        raise ValueError("--valid_share must be in (0, 1), got %r" % valid_share)
     graded = baidu.read_sessions(annotations, features, None, log1p_lexical)
     if graded.kind != "annotations":
         raise ValueError("--annotations %s holds click sessions; pass validation.feather" % annotations)
-    keys = np.unique(graded.query_md5)
-    if len(keys) < 2:
-        raise ValueError("%s: %d annotated queries; need 2 or more for valid and test" % (annotations, len(keys)))
-    shuffled = keys[np.random.default_rng(seed).permutation(len(keys))]
-    n_valid = min(len(keys) - 1, max(1, int(round(valid_share * len(keys)))))
-    in_valid = np.isin(graded.query_md5, shuffled[:n_valid])
+    try:
+        in_valid = valid_queries(graded.query_md5, valid_share, seed)
+    except ValueError as error:
+        raise ValueError("%s: %s" % (annotations, error)) from None
     first = baidu.log_files(log_patterns)[0]
     logged = baidu.read_sessions(first, features, top_n, log1p_lexical)
     counts = {
@@ -75,6 +94,9 @@ def convert(annotations: str, log_patterns: Sequence[str], out: str, features: s
         "test": write_split(out, "test", ranked_queries(graded, np.flatnonzero(~in_valid))),
     }
     write_settings(out, baidu.feature_size(features), MAX_LABEL)
+    record = {"annotations": os.path.abspath(annotations), "features": features, "log1p_lexical": log1p_lexical,
+              "valid_share": valid_share, "seed": seed}
+    atomic_write_text(os.path.join(out, CONVERSION_JSON), json.dumps(record, indent=1) + "\n")
     return counts
 
 
