@@ -89,7 +89,7 @@ def _settings(tmp_path, algorithm, hparams, patterns):
     ("ultra_multr.DLA", "learning_rate=0.05,seed=0"),
 ])
 def test_main_py_trains_on_the_logged_sessions(ultra_main, baidu_data, tmp_path, algorithm, hparams):
-    _, data_dir, patterns = baidu_data
+    generated, data_dir, patterns = baidu_data
     model_dir = str(tmp_path / "model")
     args = ["--setting_file", _settings(tmp_path, algorithm, hparams, patterns), "--data_dir", data_dir,
             "--model_dir", model_dir, "--output_dir", model_dir + "/out/", "--batch_size", "16",
@@ -100,6 +100,8 @@ def test_main_py_trains_on_the_logged_sessions(ultra_main, baidu_data, tmp_path,
     assert os.path.isfile(os.path.join(model_dir, "%s.ckpt" % algorithm))
     if algorithm.endswith("MULTR"):
         assert "user simulator: step 4/4" in log
+        _check_heldout_click_log_likelihood(log_files=(generated.train_files, generated.test_files), model_dir=model_dir,
+                                            out=str(tmp_path / "click_ll"))
         return
     # The benchmark's metrics on the annotated test queries, from the feather file ...
     from ultra_multr.experiments.evaluate import evaluate_run
@@ -114,3 +116,26 @@ def test_main_py_trains_on_the_logged_sessions(ultra_main, baidu_data, tmp_path,
     ultra_path = evaluate_run(data_dir, "test", settings, model_dir, str(tmp_path / "ultra_eval"))
     assert ultra_path["n_dropped_queries"] == 0
     assert summary["ndcg_10"] == pytest.approx(ultra_path["ndcg_10"], abs=1e-4)
+
+
+def _check_heldout_click_log_likelihood(log_files, model_dir, out):
+    """The simulator and the position-CTR floor scored on the held-out part; the floor checked by hand."""
+    from ultra_multr.logs.baidu_click_ll import evaluate
+
+    pa_feather = require("pyarrow.feather")
+    train_files, heldout_files = log_files
+    results = evaluate(os.path.join(model_dir, "ultra_multr.MULTR.simulator.ckpt"), train_files, heldout_files, out)
+    assert set(results) == {"MULTR simulator", "position CTR"}
+    assert all(r["sessions"] == 50 and np.isfinite(r["log_likelihood"]) and r["log_likelihood"] < 0
+               for r in results.values())
+    clicks, shown = np.zeros(10), np.zeros(10)
+    for path in train_files:
+        for row in pa_feather.read_table(path).to_pylist():
+            clicks[:row["n"]] += row["click"]
+            shown[:row["n"]] += 1
+    ctr = clicks / shown
+    heldout = pa_feather.read_table(heldout_files[0]).to_pylist()
+    expected = np.mean([sum(np.log(ctr[t]) if c else np.log(1 - ctr[t]) for t, c in enumerate(row["click"]))
+                        for row in heldout])
+    assert results["position CTR"]["log_likelihood"] == pytest.approx(expected, rel=1e-6)
+    assert os.path.isfile(os.path.join(out, "click_log_likelihood.json"))
