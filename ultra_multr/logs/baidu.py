@@ -176,15 +176,16 @@ def read_sessions(path: str, features: str = "lexical", top_n: Optional[int] = 1
         out[rows, slots] = values[keep]
         return out
 
-    columns: List[np.ndarray] = []
+    # Each feature block is cast to float32 while it is scattered: no float32 copy of the documents.
+    documents = np.zeros((n_sessions, width, feature_size(features)), dtype=np.float32)
+    lexical_width = 0
     if features != "embedding":
         lexical = np.stack([_document_values(table, name, n, path).astype(np.float32)
                             for name in schema.LEXICAL_FEATURES], axis=1)
-        columns.append(signed_log1p(lexical) if log1p_lexical else lexical)
+        lexical_width = lexical.shape[1]
+        documents[rows, slots, :lexical_width] = (signed_log1p(lexical) if log1p_lexical else lexical)[keep]
     if features != "lexical":
-        columns.append(_embedding(table, n, path))
-    documents = columns[0].astype(np.float32) if len(columns) == 1 else np.concatenate(
-        [c.astype(np.float32) for c in columns], axis=1)
+        documents[rows, slots, lexical_width:] = _embedding(table, n, path)[keep]
     mask = scatter(np.ones(len(session), dtype=bool), bool, False)
     return Sessions(
         path=path,
@@ -192,7 +193,7 @@ def read_sessions(path: str, features: str = "lexical", top_n: Optional[int] = 1
         query_md5=table.column("query_md5").to_numpy(zero_copy_only=False).astype(str),
         query_id=table.column("query_id").to_numpy().astype(np.int64),
         url_md5=scatter(_document_values(table, "url_md5", n, path).astype(str), object, ""),
-        features=scatter(documents, np.float32, 0.0),
+        features=documents,
         mask=mask,
         clicks=scatter(_document_values(table, "click" if kind == "clicks" else "label", n, path), np.float32, 0.0),
         positions=scatter(logged, np.int32, 0),
