@@ -64,10 +64,12 @@ def test_stub_views_split_the_sessions_into_disjoint_buckets(baidu_data):
     _, data_dir, patterns = baidu_data
     stub = ultra.utils.read_data(data_dir, "train", None, 0)
     assert len(stub.initial_list) == 10
-    for buckets in ([0, 1], list(range(2, 10))):
+    rest = query_subset(stub, list(range(2, 10)))
+    for buckets, view in (([0, 1], query_subset(stub, [0, 1])), (list(range(2, 10)), rest),
+                          ([3, 5], query_subset(rest, [1, 3]))):  # a view of a view: buckets of the stub
         feed = BaiduSessionFeed(_Model(), 20, "log_files=%s" % patterns)
         for _ in range(5):
-            input_feed, info = feed.get_batch(query_subset(stub, buckets), check_validation=True)
+            input_feed, info = feed.get_batch(view, check_validation=True)
             assert all(sum(clicks) > 0 for clicks in info["click_list"])
             assert {session_id % 10 for session_id in info["rank_list_idxs"]} <= set(buckets)
 

@@ -115,12 +115,13 @@ class BaiduSessionFeed(BaseInputFeed):
 
     @staticmethod
     def _allowed_buckets(data_set: Any) -> Tuple[int, Optional[np.ndarray]]:
-        """(Q, the buckets a view of the stub allows or None for all)."""
-        root = data_set
-        while getattr(root, "subset_of", None) is not None:
-            root = root.subset_of
-        allowed = getattr(data_set, "subset_queries", None) if root is not data_set else None
-        return len(root.initial_list), allowed
+        """(Q of the stub, the stub lists a view of it (of a view ...) allows; None: the stub itself, all)."""
+        allowed = None
+        while getattr(data_set, "subset_of", None) is not None:
+            queries = np.asarray(data_set.subset_queries)
+            allowed = queries if allowed is None else queries[allowed]
+            data_set = data_set.subset_of
+        return len(data_set.initial_list), allowed
 
     def get_batch(self, data_set: Any, check_validation: bool = False, data_format: str = "ULTRA"):
         """``batch_size`` logged sessions, in the feed's seeded order (with ``check_validation``: those with a
