@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import REPO_ROOT, require, require_ultra, run_ultra_main
+from conftest import require, require_ultra, run_ultra_main
 
 require("pyarrow")
 ultra = require_ultra()
@@ -74,12 +74,15 @@ def test_stub_views_split_the_sessions_into_disjoint_buckets(baidu_data):
             assert {session_id % 10 for session_id in info["rank_list_idxs"]} <= set(buckets)
 
 
-def _settings(tmp_path, algorithm, hparams, patterns):
-    with open(os.path.join(REPO_ROOT, "settings", "baidu_multr.json")) as handle:
+def _settings(tmp_path, data_dir, algorithm, hparams):
+    """The converter's main_settings.json with a small ranker and test-sized hparams."""
+    from ultra_multr.logs.baidu_convert import MAIN_SETTINGS_JSON
+
+    with open(os.path.join(data_dir, MAIN_SETTINGS_JSON)) as handle:
         settings = json.load(handle)
+    assert settings["train_input_hparams"].startswith("log_files=/")  # absolute: main.py may run anywhere
     settings.update(learning_algorithm=algorithm, learning_algorithm_hparams=hparams,
-                    ranking_model_hparams="hidden_layer_sizes=[16]",
-                    train_input_hparams="log_files=%s,features=lexical,seed=0" % patterns)
+                    ranking_model_hparams="hidden_layer_sizes=[16]")
     path = tmp_path / ("%s.json" % algorithm.rsplit(".", 1)[-1])
     path.write_text(json.dumps(settings))
     return str(path)
@@ -91,9 +94,9 @@ def _settings(tmp_path, algorithm, hparams, patterns):
     ("ultra_multr.DLA", "learning_rate=0.05,seed=0"),
 ])
 def test_main_py_trains_on_the_logged_sessions(ultra_main, baidu_data, tmp_path, algorithm, hparams):
-    generated, data_dir, patterns = baidu_data
+    generated, data_dir, _ = baidu_data
     model_dir = str(tmp_path / "model")
-    args = ["--setting_file", _settings(tmp_path, algorithm, hparams, patterns), "--data_dir", data_dir,
+    args = ["--setting_file", _settings(tmp_path, data_dir, algorithm, hparams), "--data_dir", data_dir,
             "--model_dir", model_dir, "--output_dir", model_dir + "/out/", "--batch_size", "16",
             "--selection_bias_cutoff", "10", "--max_train_iteration", "3", "--steps_per_checkpoint", "3"]
     run = run_ultra_main(ultra_main, args, cwd=str(tmp_path))

@@ -15,7 +15,11 @@ writes ``<out>/``:
 - ``settings.json``: the feature size of ``--features`` and max_label 4;
 - ``baidu_conversion.json``: the annotations file, features, scaling, share
   and seed, from which :mod:`ultra_multr.logs.baidu_evaluate` rebuilds the
-  same split.
+  same split;
+- ``main_settings.json``: main.py's ``--setting_file`` for MULTR on this log
+  (:data:`MAIN_SETTINGS`, the feed's hparams naming the log files as absolute
+  patterns, with the converter's features and scaling); change
+  ``learning_algorithm`` for a baseline.
 
 Features are those the feed reads (same ``--features`` and lexical scaling).
 """
@@ -36,6 +40,23 @@ PROG = "python -m ultra_multr.logs.baidu_convert"
 MAX_LABEL = 4
 #: What the converter records in the data directory (read by the evaluation).
 CONVERSION_JSON = "baidu_conversion.json"
+#: main.py's settings file the converter writes into the data directory.
+MAIN_SETTINGS_JSON = "main_settings.json"
+#: Its content, less ``train_input_hparams`` (settings/multr_dla.json with the session-replay feed).
+MAIN_SETTINGS = {
+    "train_input_feed": "ultra_multr.logs.baidu_feed.BaiduSessionFeed",
+    "valid_input_feed": "ultra.input_layer.DirectLabelFeed",
+    "valid_input_hparams": "",
+    "test_input_feed": "ultra.input_layer.DirectLabelFeed",
+    "test_input_hparams": "",
+    "ranking_model": "ultra.ranking_model.DNN",
+    "ranking_model_hparams": "hidden_layer_sizes=[512,256,128]",
+    "learning_algorithm": "ultra_multr.MULTR",
+    "learning_algorithm_hparams": "learning_rate=0.05,sample_num=8,simulator_steps=10000,seed=0",
+    "metrics": ["ndcg", "err"],
+    "metrics_topn": [1, 3, 5, 10],
+    "objective_metric": "ndcg_10",
+}
 
 
 def valid_queries(query_md5: np.ndarray, valid_share: float, seed: int) -> np.ndarray:
@@ -97,6 +118,10 @@ def convert(annotations: str, log_patterns: Sequence[str], out: str, features: s
     record = {"annotations": os.path.abspath(annotations), "features": features, "log1p_lexical": log1p_lexical,
               "valid_share": valid_share, "seed": seed}
     atomic_write_text(os.path.join(out, CONVERSION_JSON), json.dumps(record, indent=1) + "\n")
+    patterns = ";".join(os.path.abspath(os.path.expanduser(p)) for p in log_patterns)
+    feed_hparams = "log_files=%s,features=%s,log1p_lexical=%s,seed=0" % (patterns, features, str(log1p_lexical).lower())
+    settings = dict(MAIN_SETTINGS, train_input_hparams=feed_hparams)
+    atomic_write_text(os.path.join(out, MAIN_SETTINGS_JSON), json.dumps(settings, indent=1) + "\n")
     return counts
 
 
