@@ -73,6 +73,17 @@ def ndcg_at_k(labels: np.ndarray, scores: np.ndarray, k: int) -> float:
     return _dcg(ranked, k) / ideal if ideal > 0 else 0.0
 
 
+def dcg_at_k(labels: np.ndarray, scores: np.ndarray, k: int) -> float:
+    """DCG@k of one query (gain ``2^y - 1``, discount ``1 / log2(rank + 1)``; not normalised)."""
+    return _dcg(ranked_labels(labels, scores), k)
+
+
+def mrr_at_k(labels: np.ndarray, scores: np.ndarray, k: int) -> float:
+    """Reciprocal rank of the first document with label >= 1 among the top k (0 if none), as ULTRA's MRR."""
+    relevant = np.flatnonzero(ranked_labels(labels, scores)[:k] >= 1.0)
+    return 1.0 / (relevant[0] + 1.0) if relevant.size else 0.0
+
+
 def err_at_k(labels: np.ndarray, scores: np.ndarray, k: int, max_label: float) -> float:
     """ERR@k of one query; ``max_label`` is the dataset's (settings.json)."""
     ranked = ranked_labels(labels, scores)

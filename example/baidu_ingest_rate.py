@@ -1,0 +1,110 @@
+"""Ingest rate of the Baidu-ULTR reader and the session-replay feed on a generated log (CPU).
+
+python example/baidu_ingest_rate.py --out example/results_baidu_ingest [--sessions 5000 --per_file 2500]
+
+Generates a log in exactly the release's schema (ultra_multr.logs.generate), then, each in a fresh
+process, times read_sessions per feature choice (the second of two passes over the files: page cache
+warm; sessions per second, bytes of the feature array per session, the process's peak resident memory
+and its resident memory after the imports) and BaiduSessionFeed batches of 256 (lexical, two passes).
+Writes ingest.csv and ingest.md.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from ultra_multr.data.ultra_format import atomic_write_file, atomic_write_text  # noqa: E402
+from ultra_multr.logs import baidu  # noqa: E402
+from ultra_multr.logs.generate import write_baidu_log  # noqa: E402
+
+
+class _Model:
+    feature_size, rank_list_size = 12, 10
+    letor_features_name = "letor_features"
+    docid_inputs_name = ["docid_input%d" % i for i in range(10)]
+    labels_name = ["label%d" % i for i in range(10)]
+
+
+class _Stub:
+    initial_list = [[0]] * 100
+
+
+def _rss_mib() -> int:
+    """Peak resident memory of this process (VmHWM; ru_maxrss would carry the parent's over exec)."""
+    with open("/proc/self/status") as handle:
+        return round(int(next(line for line in handle if line.startswith("VmHWM:")).split()[1]) / 1024)
+
+
+def measure(what: str, files: list) -> dict:
+    """One measurement in this (fresh) process; see the module docstring."""
+    imported = _rss_mib()
+    if what == "feed":
+        from ultra_multr.logs.baidu_feed import BaiduSessionFeed
+
+        feed = BaiduSessionFeed(_Model(), 256, "log_files=%s" % ";".join(files))
+        total = sum(len(s) for s in baidu.iter_sessions(files, "lexical", 10))
+        started, batches = time.perf_counter(), 0
+        while batches * 256 < 2 * total:
+            feed.get_batch(_Stub(), check_validation=True)
+            batches += 1
+        seconds, count, nbytes = time.perf_counter() - started, batches * 256, ""
+        label = "BaiduSessionFeed.get_batch(256) lexical, 2 passes"
+    else:
+        for _ in range(2):
+            started, count = time.perf_counter(), 0
+            for sessions in baidu.iter_sessions(files, what, 10):
+                count += len(sessions)
+                nbytes = int(sessions.features.nbytes / len(sessions))
+            seconds = time.perf_counter() - started
+        label = "read_sessions features=%s" % what
+    return {"what": label, "sessions": count, "seconds": round(seconds, 3),
+            "sessions_per_second": round(count / seconds), "feature_bytes_per_session": nbytes,
+            "peak_rss_mib": _rss_mib(), "rss_mib_after_imports": imported}
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--measure"]:
+        print(json.dumps(measure(sys.argv[2], sys.argv[3:])))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--sessions", type=int, default=5000)
+    parser.add_argument("--per_file", type=int, default=2500)
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        log = write_baidu_log(tmp, n_queries=200, n_sessions=args.sessions, n_test_sessions=0, n_annotated=10,
+                              sessions_per_file=args.per_file)
+        for what in baidu.FEATURE_SETS + ("feed",):
+            done = subprocess.run([sys.executable, os.path.abspath(__file__), "--measure", what] + log.train_files,
+                                  capture_output=True, text=True, check=True)
+            rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    os.makedirs(args.out, exist_ok=True)
+
+    def write_csv(tmp_path: str) -> None:
+        with open(tmp_path, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+
+    atomic_write_file(os.path.join(args.out, "ingest.csv"), write_csv)
+    header = "| " + " | ".join(rows[0]) + " |\n|" + "---|" * len(rows[0]) + "\n"
+    lines = "".join("| " + " | ".join(str(v) for v in row.values()) + " |\n" for row in rows)
+    note = ("Generated log of %d sessions (%d per file, 6-10 documents, top 10), one CPU process per row on a "
+            "machine shared with other jobs (2 cores), `python example/baidu_ingest_rate.py --sessions %d "
+            "--per_file %d`.\n\n"
+            % (args.sessions, args.per_file, args.sessions, args.per_file))
+    atomic_write_text(os.path.join(args.out, "ingest.md"), note + header + lines)
+    print(note + header + lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""Baidu-ULTR reader and generator: a generated log in exactly the release's schema."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import require
+
+pa = require("pyarrow")
+feather = require("pyarrow.feather")
+
+from ultra_multr.logs import baidu_schema as schema  # noqa: E402
+from ultra_multr.logs.baidu import BaiduSchemaError, read_sessions, signed_log1p  # noqa: E402
+from ultra_multr.logs.generate import write_baidu_log  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def baidu_log(tmp_path_factory):
+    """200 training sessions (2 files), 50 test sessions, 20 annotated queries; 6-10 documents per list."""
+    return write_baidu_log(str(tmp_path_factory.mktemp("baidu")), n_queries=20, n_sessions=200, seed=3)
+
+
+def test_generated_files_have_exactly_the_declared_schema(baidu_log):
+    for path in baidu_log.train_files + baidu_log.test_files:
+        assert feather.read_table(path).schema.equals(schema.arrow_schema("clicks"))
+    assert feather.read_table(baidu_log.validation_file).schema.equals(schema.arrow_schema("annotations"))
+    assert len(schema.LEXICAL_FEATURES) == 12
+
+
+def test_round_trip_in_displayed_order_cut_to_top_n(baidu_log, tmp_path):
+    path = baidu_log.train_files[0]
+    rows = feather.read_table(path).to_pylist()
+    # The same sessions with every document list stored in reverse: the reader orders by logged position.
+    columns = {name: [row[name][::-1] if name in schema.CLICK_COLUMNS and schema.CLICK_COLUMNS[name].startswith("list")
+                      else row[name] for row in rows] for name in schema.CLICK_COLUMNS}
+    shuffled = str(tmp_path / "part-1_split-9.feather")
+    feather.write_feather(pa.Table.from_pydict(columns, schema=schema.arrow_schema("clicks")), shuffled)
+    top_n = 5
+    for source in (path, shuffled):
+        sessions = read_sessions(source, "both", top_n)
+        assert sessions.features.shape == (len(rows), top_n, 12 + 768)
+        for s, row in enumerate(rows):
+            kept = min(row["n"], top_n)
+            assert sessions.query_md5[s] == row["query_md5"] and sessions.query_id[s] == row["query_id"]
+            assert sessions.mask[s].tolist() == [True] * kept + [False] * (top_n - kept)
+            assert sessions.url_md5[s, :kept].tolist() == row["url_md5"][:kept]
+            assert sessions.clicks[s, :kept].tolist() == row["click"][:kept]
+            assert sessions.positions[s, :kept].tolist() == list(range(1, kept + 1))
+            np.testing.assert_allclose(sessions.features[s, :kept, 0], signed_log1p(np.float32(row["bm25"][:kept])),
+                                       rtol=1e-6)
+            np.testing.assert_array_equal(sessions.features[s, :kept, 12:],
+                                          np.asarray(row[schema.EMBEDDING][:kept], np.float16).astype(np.float32))
+            assert not sessions.features[s, kept:].any() and not sessions.clicks[s, kept:].any()
+
+
+def test_feature_choices_and_annotations(baidu_log):
+    lexical = read_sessions(baidu_log.train_files[1], "lexical", 10, log1p_lexical=False)
+    embedding = read_sessions(baidu_log.train_files[1], "embedding", 10)
+    assert lexical.features.shape[-1] == 12 and embedding.features.shape[-1] == 768
+    rows = feather.read_table(baidu_log.train_files[1]).to_pylist()
+    assert lexical.features[0, 0, schema.LEXICAL_FEATURES.index("title_length")] == rows[0]["title_length"][0]
+    annotations = read_sessions(baidu_log.validation_file, "lexical", None)
+    assert annotations.kind == "annotations"
+    assert annotations.mask.shape[1] == max(row["n"] for row in feather.read_table(baidu_log.validation_file).to_pylist())
+    assert set(np.unique(annotations.clicks[annotations.mask])) <= {0, 1, 2, 3, 4}
+    # query_id collides across queries; query_md5 does not.
+    assert len(set(annotations.query_md5)) == len(annotations) > len(set(annotations.query_id))
+
+
+@pytest.mark.parametrize("column, new_type, expected", [
+    ("click", pa.list_(pa.float32()), "column 'click' has type list<item: float> , expected list<item: int32>"),
+    ("query_md5", None, "column 'query_md5' is missing"),
+])
+def test_schema_mismatch_names_file_and_column(baidu_log, tmp_path, column, new_type, expected):
+    table = feather.read_table(baidu_log.train_files[0])
+    index = table.schema.get_field_index(column)
+    if new_type is None:
+        table = table.remove_column(index)
+    else:
+        table = table.set_column(index, pa.field(column, new_type), table.column(column).cast(new_type))
+    path = str(tmp_path / "part-2_split-0.feather")
+    feather.write_feather(table, path)
+    with pytest.raises(BaiduSchemaError) as error:
+        read_sessions(path)
+    message = str(error.value)
+    assert path in message
+    for part in expected.split(" , "):
+        assert part in message
+
+
+def test_benchmark_metrics_of_one_query():
+    from ultra_multr.logs.baidu_evaluate import baidu_metrics
+
+    labels, scores = np.array([0.0, 2.0, 1.0, 0.0]), np.array([4.0, 3.0, 2.0, 1.0])
+    values = baidu_metrics(labels, scores)
+    assert values["dcg_1"] == 0.0
+    assert values["dcg_3"] == pytest.approx(3 / np.log2(3) + 1 / np.log2(4))
+    assert values["mrr_10"] == pytest.approx(0.5)
+    assert values["ndcg_10"] == pytest.approx(values["dcg_10"] / (3 + 1 / np.log2(3)))

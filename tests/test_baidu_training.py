@@ -1,0 +1,146 @@
+"""Training from a generated Baidu-ULTR log through ULTRA's main.py: the session-replay feed and the converter."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from conftest import require, require_ultra, run_ultra_main
+
+require("pyarrow")
+ultra = require_ultra()
+
+from ultra_multr.logs import baidu  # noqa: E402
+from ultra_multr.logs.baidu_convert import main as convert_main  # noqa: E402
+from ultra_multr.logs.baidu_feed import BUCKET_FILE_STRIDE, BaiduSessionFeed  # noqa: E402
+from ultra_multr.logs.generate import write_baidu_log  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def baidu_data(tmp_path_factory):
+    """(generated log, converted data directory): 200 logged sessions, 20 annotated queries, 10 stub lists."""
+    root = tmp_path_factory.mktemp("baidu_training")
+    log = write_baidu_log(str(root / "log"), n_sessions=200, seed=5)
+    out = str(root / "data")
+    patterns = os.path.join(str(root / "log"), "parts", "part-1_split-*.feather")
+    assert convert_main(["--annotations", log.validation_file, "--log_files", patterns, "--out", out,
+                         "--stub_lists", "10"]) == 0
+    return log, out + "/", patterns
+
+
+class _Model:
+    """What a feed reads of the algorithm."""
+
+    feature_size, rank_list_size = 12, 10
+    letor_features_name = "letor_features"
+    docid_inputs_name = ["docid_input%d" % i for i in range(10)]
+    labels_name = ["label%d" % i for i in range(10)]
+
+
+def test_feed_replays_every_logged_session_in_displayed_order(baidu_data):
+    log, data_dir, patterns = baidu_data
+    stub = ultra.utils.read_data(data_dir, "train", None, 0)
+    feed = BaiduSessionFeed(_Model(), 25, "log_files=%s,seed=1" % patterns)
+    sessions = [baidu.read_sessions(path) for path in log.train_files]
+    seen = []
+    for _ in range(8):  # 8 x 25 = one pass over the 200 sessions
+        input_feed, info = feed.get_batch(stub, check_validation=False)
+        features = input_feed["letor_features"]
+        for session_id, docids, clicks in zip(info["rank_list_idxs"], info["input_list"], info["click_list"]):
+            file_index, row = divmod(session_id, BUCKET_FILE_STRIDE)
+            logged = sessions[file_index]
+            real = [d for d in docids if d < len(features)]
+            np.testing.assert_array_equal(features[real], logged.features[row, logged.mask[row]])
+            assert clicks == logged.clicks[row].tolist()
+            seen.append(session_id)
+    assert sorted(seen) == [f * BUCKET_FILE_STRIDE + r for f in range(2) for r in range(100)]  # each once per pass
+
+
+def test_stub_views_split_the_sessions_into_disjoint_buckets(baidu_data):
+    from ultra_multr.feeds import query_subset
+
+    _, data_dir, patterns = baidu_data
+    stub = ultra.utils.read_data(data_dir, "train", None, 0)
+    assert len(stub.initial_list) == 10
+    rest = query_subset(stub, list(range(2, 10)))
+    for buckets, view in (([0, 1], query_subset(stub, [0, 1])), (list(range(2, 10)), rest),
+                          ([3, 5], query_subset(rest, [1, 3]))):  # a view of a view: buckets of the stub
+        feed = BaiduSessionFeed(_Model(), 20, "log_files=%s" % patterns)
+        for _ in range(5):
+            input_feed, info = feed.get_batch(view, check_validation=True)
+            assert all(sum(clicks) > 0 for clicks in info["click_list"])
+            assert {session_id % 10 for session_id in info["rank_list_idxs"]} <= set(buckets)
+
+
+def _settings(tmp_path, data_dir, algorithm, hparams):
+    """The converter's main_settings.json with a small ranker and test-sized hparams."""
+    from ultra_multr.logs.baidu_convert import MAIN_SETTINGS_JSON
+
+    with open(os.path.join(data_dir, MAIN_SETTINGS_JSON)) as handle:
+        settings = json.load(handle)
+    assert settings["train_input_hparams"].startswith("log_files=/")  # absolute: main.py may run anywhere
+    settings.update(learning_algorithm=algorithm, learning_algorithm_hparams=hparams,
+                    ranking_model_hparams="hidden_layer_sizes=[16]")
+    path = tmp_path / ("%s.json" % algorithm.rsplit(".", 1)[-1])
+    path.write_text(json.dumps(settings))
+    return str(path)
+
+
+@pytest.mark.parametrize("algorithm, hparams", [
+    ("ultra_multr.MULTR", "sample_num=2,simulator_steps=4,simulator_batch_size=16,simulator_log_every=2,"
+                          "rerank_weight=paper,seed=0"),
+    ("ultra_multr.DLA", "learning_rate=0.05,seed=0"),
+])
+def test_main_py_trains_on_the_logged_sessions(ultra_main, baidu_data, tmp_path, algorithm, hparams):
+    generated, data_dir, _ = baidu_data
+    model_dir = str(tmp_path / "model")
+    args = ["--setting_file", _settings(tmp_path, data_dir, algorithm, hparams), "--data_dir", data_dir,
+            "--model_dir", model_dir, "--output_dir", model_dir + "/out/", "--batch_size", "16",
+            "--selection_bias_cutoff", "10", "--max_train_iteration", "3", "--steps_per_checkpoint", "3"]
+    run = run_ultra_main(ultra_main, args, cwd=str(tmp_path))
+    log = run.stdout + run.stderr
+    assert "ndcg_10" in log
+    assert os.path.isfile(os.path.join(model_dir, "%s.ckpt" % algorithm))
+    if algorithm.endswith("MULTR"):
+        assert "user simulator: step 4/4" in log
+        _check_heldout_click_log_likelihood(log_files=(generated.train_files, generated.test_files), model_dir=model_dir,
+                                            out=str(tmp_path / "click_ll"))
+        return
+    # The benchmark's metrics on the annotated test queries, from the feather file ...
+    from ultra_multr.experiments.evaluate import evaluate_run
+    from ultra_multr.logs.baidu_evaluate import BAIDU_METRICS, evaluate
+
+    settings = json.loads(open(args[1]).read())
+    summary = evaluate(data_dir, settings, model_dir, str(tmp_path / "baidu_eval"), "test")
+    assert summary["n_queries"] == 10 and set(BAIDU_METRICS) <= set(summary)
+    assert 0 < summary["ndcg_10"] <= 1 and 0 < summary["mrr_10"] <= 1
+    assert summary["dcg_1"] <= summary["dcg_3"] <= summary["dcg_5"] <= summary["dcg_10"]
+    # ... agree with the ULTRA-format split the converter wrote, scored through ULTRA's reader.
+    ultra_path = evaluate_run(data_dir, "test", settings, model_dir, str(tmp_path / "ultra_eval"))
+    assert ultra_path["n_dropped_queries"] == 0
+    assert summary["ndcg_10"] == pytest.approx(ultra_path["ndcg_10"], abs=1e-4)
+
+
+def _check_heldout_click_log_likelihood(log_files, model_dir, out):
+    """The simulator and the position-CTR floor scored on the held-out part; the floor checked by hand."""
+    from ultra_multr.logs.baidu_click_ll import evaluate
+
+    pa_feather = require("pyarrow.feather")
+    train_files, heldout_files = log_files
+    results = evaluate(os.path.join(model_dir, "ultra_multr.MULTR.simulator.ckpt"), train_files, heldout_files, out)
+    assert set(results) == {"MULTR simulator", "position CTR"}
+    assert all(r["sessions"] == 50 and np.isfinite(r["log_likelihood"]) and r["log_likelihood"] < 0
+               for r in results.values())
+    clicks, shown = np.zeros(10), np.zeros(10)
+    for path in train_files:
+        for row in pa_feather.read_table(path).to_pylist():
+            clicks[:row["n"]] += row["click"]
+            shown[:row["n"]] += 1
+    ctr = clicks / shown
+    heldout = pa_feather.read_table(heldout_files[0]).to_pylist()
+    expected = np.mean([sum(np.log(ctr[t]) if c else np.log(1 - ctr[t]) for t, c in enumerate(row["click"]))
+                        for row in heldout])
+    assert results["position CTR"]["log_likelihood"] == pytest.approx(expected, rel=1e-6)
+    assert os.path.isfile(os.path.join(out, "click_log_likelihood.json"))

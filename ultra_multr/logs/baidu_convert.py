@@ -1,0 +1,153 @@
+"""Baidu-ULTR files -> the ULTRA data directory main.py needs beside :class:`~ultra_multr.logs.baidu_feed.BaiduSessionFeed`.
+
+``python -m ultra_multr.logs.baidu_convert --annotations parts/validation.feather
+--log_files 'parts/part-[123]_split-*.feather' --out data/baidu --features lexical``
+
+writes ``<out>/``:
+
+- ``valid/`` and ``test/``: the annotated queries (graded 0-4), split by a
+  seeded permutation of their ``query_md5`` (``--valid_share`` to valid),
+  every document of a query in the file's order;
+- ``train/``: a stub of ``--stub_lists`` lists, the first sessions with a click
+  of the first click file (top ``--top_n`` positions, clicks as labels).  main.py must read
+  a training split; the feed replays the log instead and uses the stub's lists
+  as session buckets (see :mod:`ultra_multr.logs.baidu_feed`);
+- ``settings.json``: the feature size of ``--features`` and max_label 4;
+- ``baidu_conversion.json``: the annotations file, features, scaling, share
+  and seed, from which :mod:`ultra_multr.logs.baidu_evaluate` rebuilds the
+  same split;
+- ``main_settings.json``: main.py's ``--setting_file`` for MULTR on this log
+  (:data:`MAIN_SETTINGS`, the feed's hparams naming the log files as absolute
+  patterns, with the converter's features and scaling); change
+  ``learning_algorithm`` for a baseline.
+
+Features are those the feed reads (same ``--features`` and lexical scaling).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Dict, Iterable, List, Sequence
+
+import numpy as np
+
+from ..data.ultra_format import RankedQuery, atomic_write_text, ultra_data_dir, write_settings, write_split
+from . import baidu
+
+PROG = "python -m ultra_multr.logs.baidu_convert"
+MAX_LABEL = 4
+#: What the converter records in the data directory (read by the evaluation).
+CONVERSION_JSON = "baidu_conversion.json"
+#: main.py's settings file the converter writes into the data directory.
+MAIN_SETTINGS_JSON = "main_settings.json"
+#: Its content, less ``train_input_hparams`` (settings/multr_dla.json with the session-replay feed).
+MAIN_SETTINGS = {
+    "train_input_feed": "ultra_multr.logs.baidu_feed.BaiduSessionFeed",
+    "valid_input_feed": "ultra.input_layer.DirectLabelFeed",
+    "valid_input_hparams": "",
+    "test_input_feed": "ultra.input_layer.DirectLabelFeed",
+    "test_input_hparams": "",
+    "ranking_model": "ultra.ranking_model.DNN",
+    "ranking_model_hparams": "hidden_layer_sizes=[512,256,128]",
+    "learning_algorithm": "ultra_multr.MULTR",
+    "learning_algorithm_hparams": "learning_rate=0.05,sample_num=8,simulator_steps=10000,seed=0",
+    "metrics": ["ndcg", "err"],
+    "metrics_topn": [1, 3, 5, 10],
+    "objective_metric": "ndcg_10",
+}
+
+
+def valid_queries(query_md5: np.ndarray, valid_share: float, seed: int) -> np.ndarray:
+    """[S] bool: the annotated rows whose query falls into valid (a seeded share of the distinct ``query_md5``).
+
+    Raises:
+        ValueError: ``valid_share`` outside (0, 1) or fewer than 2 distinct queries.
+    """
+    if not 0.0 < valid_share < 1.0:
+        raise ValueError("valid_share must be in (0, 1), got %r" % valid_share)
+    keys = np.unique(query_md5)
+    if len(keys) < 2:
+        raise ValueError("%d annotated queries; need 2 or more for valid and test" % len(keys))
+    shuffled = keys[np.random.default_rng(seed).permutation(len(keys))]
+    n_valid = min(len(keys) - 1, max(1, int(round(valid_share * len(keys)))))
+    return np.isin(query_md5, shuffled[:n_valid])
+
+
+def ranked_queries(sessions: baidu.Sessions, rows: Iterable[int]) -> List[RankedQuery]:
+    """ULTRA lists of the given rows: qid = ``query_md5``, documents in displayed order, ``clicks`` as labels."""
+    queries = []
+    for row in rows:
+        n = int(sessions.mask[row].sum())
+        queries.append(RankedQuery(
+            qid=str(sessions.query_md5[row]),
+            doc_ids=["r%d-%s" % (row, url) for url in sessions.url_md5[row, :n]],
+            features=sessions.features[row, :n],
+            labels=sessions.clicks[row, :n],
+            initial_scores=np.arange(n, 0, -1, dtype=np.float64),
+        ))
+    return queries
+
+
+def convert(annotations: str, log_patterns: Sequence[str], out: str, features: str = "lexical", top_n: int = 10,
+            valid_share: float = 0.5, stub_lists: int = 100, log1p_lexical: bool = True, seed: int = 0
+            ) -> Dict[str, int]:
+    """Write the data directory (see the module docstring); returns lists per split.
+
+    Raises:
+        ValueError: ``valid_share`` outside (0, 1), fewer than 2 annotated queries, or a bad file
+            (:class:`~ultra_multr.logs.baidu.BaiduSchemaError`).
+    """
+    graded = baidu.read_sessions(annotations, features, None, log1p_lexical)
+    if graded.kind != "annotations":
+        raise ValueError("--annotations %s holds click sessions; pass validation.feather" % annotations)
+    try:
+        in_valid = valid_queries(graded.query_md5, valid_share, seed)
+    except ValueError as error:
+        raise ValueError("%s: %s" % (annotations, error)) from None
+    first = baidu.log_files(log_patterns)[0]
+    logged = baidu.read_sessions(first, features, top_n, log1p_lexical)
+    counts = {
+        # ULTRA drops lists without a positive label: the stub's sessions have a click.
+        "train": write_split(out, "train", ranked_queries(logged, np.flatnonzero(logged.clicks.sum(axis=1) > 0)[:stub_lists])),
+        "valid": write_split(out, "valid", ranked_queries(graded, np.flatnonzero(in_valid))),
+        "test": write_split(out, "test", ranked_queries(graded, np.flatnonzero(~in_valid))),
+    }
+    write_settings(out, baidu.feature_size(features), MAX_LABEL)
+    record = {"annotations": os.path.abspath(annotations), "features": features, "log1p_lexical": log1p_lexical,
+              "valid_share": valid_share, "seed": seed}
+    atomic_write_text(os.path.join(out, CONVERSION_JSON), json.dumps(record, indent=1) + "\n")
+    patterns = ";".join(os.path.abspath(os.path.expanduser(p)) for p in log_patterns)
+    feed_hparams = "log_files=%s,features=%s,log1p_lexical=%s,seed=0" % (patterns, features, str(log1p_lexical).lower())
+    settings = dict(MAIN_SETTINGS, train_input_hparams=feed_hparams)
+    atomic_write_text(os.path.join(out, MAIN_SETTINGS_JSON), json.dumps(settings, indent=1) + "\n")
+    return counts
+
+
+def main(argv: Sequence[str] = None) -> int:
+    """Command-line entry point; returns the exit code (2 on bad input)."""
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--annotations", required=True, help="the release's parts/validation.feather")
+    parser.add_argument("--log_files", required=True, help="glob patterns of the click files, ';'-separated")
+    parser.add_argument("--out", required=True, help="the data directory to write (main.py --data_dir)")
+    parser.add_argument("--features", default="lexical", choices=baidu.FEATURE_SETS)
+    parser.add_argument("--top_n", type=int, default=10, help="positions per logged session (default 10)")
+    parser.add_argument("--valid_share", type=float, default=0.5, help="share of annotated queries in valid/")
+    parser.add_argument("--stub_lists", type=int, default=100, help="lists of the train stub (session buckets)")
+    parser.add_argument("--no_log1p", action="store_true", help="keep the lexical features unscaled")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the valid/test split")
+    args = parser.parse_args(argv)
+    try:
+        counts = convert(args.annotations, [p for p in args.log_files.split(";") if p.strip()], args.out,
+                         args.features, args.top_n, args.valid_share, args.stub_lists, not args.no_log1p, args.seed)
+    except (ValueError, OSError) as error:
+        print("%s: error: %s" % (PROG, error), file=sys.stderr)
+        return 2
+    print("%s: train stub %d lists, valid %d and test %d annotated queries"
+          % (ultra_data_dir(args.out), counts["train"], counts["valid"], counts["test"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""A training feed that replays the logged sessions of Baidu-ULTR files, for main.py.
+
+:class:`BaiduSessionFeed` is a ``train_input_feed`` for MULTR and every
+baseline: each batch is ``batch_size`` logged sessions, each fed in its
+displayed order (slot i = the document with the (i+1)-th smallest logged
+position), with its logged clicks; nothing is simulated.  It reads the log
+itself (:mod:`ultra_multr.logs.baidu`), one file at a time: memory is bounded
+by one file, not by the log.  The files are visited in a seeded order, each
+file's sessions in a seeded permutation; after the last file a new pass
+starts (new orders from the same generator).
+
+main.py still reads a ``--data_dir``: ``python -m ultra_multr.logs.baidu_convert``
+writes the annotated queries as its valid/test splits and a train *stub*:
+the first sessions of the log as ULTRA lists (their clicks as labels).  The
+feed does not read the stub's lists, but uses it as the set of *session
+buckets* (log session i of file f falls into stub list
+``(f * 1000003 + i) mod Q``): a :func:`ultra_multr.feeds.query_subset` view
+of the stub, as MULTR builds to hold sessions out of its user simulator,
+restricts the feed to the sessions of the view's buckets.
+
+The interface mirrors :class:`ultra_multr.logs.ultre_feed.UltreSessionFeed`
+(HPARAMS, ``generator``, ``global_batch_count``, ``logged_sessions_per_list``);
+evaluation goes through ULTRA's ``DirectLabelFeed`` on the converted
+annotations, so ``get_next_batch`` refuses.  A batch's ``rank_list_idxs``
+are its session ids, ``file index * BUCKET_FILE_STRIDE + row in the file``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, List, Optional, Tuple
+
+import numpy as np
+import torch
+from ultra.input_layer import BaseInputFeed
+
+from ..config import parse_hparams, require
+from ..feeds import QueryArrays, build_input_feed
+from . import baidu
+
+#: Multiplier of the file index in a session's bucket number.
+BUCKET_FILE_STRIDE = 1000003
+
+
+@dataclass(frozen=True)
+class BaiduSessionFeedHParams:
+    """Hyper-parameters of :class:`BaiduSessionFeed`.
+
+    Attributes:
+        log_files: glob patterns of the click files, separated by ';'
+            (e.g. ``/data/baidu/parts/part-[123]_split-*.feather``).
+        features: "lexical", "embedding" or "both"; must give the data
+            directory's ``feature_size``.
+        log1p_lexical: scale the lexical features by sign(x) log(1 + |x|)
+            (the converter must have used the same).
+        seed: seed of the file and session orders.
+    """
+
+    log_files: str = ""
+    features: str = "lexical"
+    log1p_lexical: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        require(bool(self.log_files.strip()), "log_files is required: glob patterns of Baidu-ULTR click files, ';'-separated")
+        require(self.features in baidu.FEATURE_SETS,
+                "features=%r: expected one of %s" % (self.features, ", ".join(baidu.FEATURE_SETS)))
+
+    @property
+    def patterns(self) -> List[str]:
+        return [p.strip() for p in self.log_files.split(";") if p.strip()]
+
+
+class BaiduSessionFeed(BaseInputFeed):
+    """Replays logged Baidu-ULTR sessions (see the module docstring). Hyper-parameters: :class:`BaiduSessionFeedHParams`."""
+
+    HPARAMS = BaiduSessionFeedHParams
+    #: Every list is one fixed logged session (MULTR holds sessions out of its simulator).
+    logged_sessions_per_list = 1
+
+    def __init__(self, model: Any, batch_size: int, hparam_str: str) -> None:
+        self.hparams = parse_hparams(self.HPARAMS, hparam_str, source="%s hparams" % type(self).__name__)
+        self.files = baidu.log_files(self.hparams.patterns)
+        width = baidu.feature_size(self.hparams.features)
+        if width != int(model.feature_size):
+            raise ValueError(
+                "%s: features=%s gives %d features per document, but the data directory's settings.json says "
+                "feature_size=%d; convert the annotations with the same --features"
+                % (type(self).__name__, self.hparams.features, width, int(model.feature_size)))
+        self.generator = torch.Generator().manual_seed(self.hparams.seed)
+        self.model = model
+        self.batch_size = int(batch_size)
+        self.rank_list_size = int(model.rank_list_size)
+        self.global_batch_count = 0
+        self._file_order: List[int] = []
+        self._sessions: Optional[baidu.Sessions] = None
+        self._buckets = np.zeros(0, dtype=np.int64)
+        self._order = np.zeros(0, dtype=np.int64)
+        self._cursor = 0
+
+    def _next_file(self) -> None:
+        """Load the next file of the pass (a new seeded pass after the last) and permute its sessions."""
+        if not self._file_order:
+            self._file_order = torch.randperm(len(self.files), generator=self.generator).tolist()
+        index = self._file_order.pop(0)
+        self._sessions = None  # one file in memory at a time
+        sessions = baidu.read_sessions(self.files[index], self.hparams.features, self.rank_list_size,
+                                       self.hparams.log1p_lexical)
+        if sessions.kind != "clicks":
+            raise ValueError("%s: log_files matches %s, which holds annotations, not click sessions"
+                             % (type(self).__name__, self.files[index]))
+        self._sessions = sessions
+        self._buckets = self._buckets_of(sessions, np.arange(len(sessions), dtype=np.int64))
+        self._order = torch.randperm(len(sessions), generator=self.generator).numpy()
+        self._cursor = 0
+
+    @staticmethod
+    def _allowed_buckets(data_set: Any) -> Tuple[int, Optional[np.ndarray]]:
+        """(Q of the stub, the stub lists a view of it (of a view ...) allows; None: the stub itself, all)."""
+        allowed = None
+        while getattr(data_set, "subset_of", None) is not None:
+            queries = np.asarray(data_set.subset_queries)
+            allowed = queries if allowed is None else queries[allowed]
+            data_set = data_set.subset_of
+        return len(data_set.initial_list), allowed
+
+    def get_batch(self, data_set: Any, check_validation: bool = False, data_format: str = "ULTRA"):
+        """``batch_size`` logged sessions, in the feed's seeded order (with ``check_validation``: those with a
+        click in the first N positions); ``data_set`` (the stub, or a view of it) selects the session buckets.
+
+        Raises:
+            ValueError: a whole pass over the log yields no eligible session.
+        """
+        if data_format != "ULTRA":
+            raise ValueError("%s: data_format=%r; leave main.py's --data_format out" % (type(self).__name__, data_format))
+        n_buckets, allowed = self._allowed_buckets(data_set)
+        chosen: List[Tuple[baidu.Sessions, np.ndarray]] = []
+        n_chosen, files_without = 0, 0
+        while n_chosen < self.batch_size:
+            if self._sessions is None or self._cursor >= len(self._order):
+                if files_without > len(self.files):
+                    raise ValueError("%s: no session of %d file(s) (%s ...) is eligible (%s)" % (
+                        type(self).__name__, len(self.files), self.files[0],
+                        "a click in the first %d positions" % self.rank_list_size if check_validation else "any"))
+                self._next_file()
+                files_without += 1
+            take = self._order[self._cursor:self._cursor + self.batch_size - n_chosen]
+            self._cursor += len(take)
+            keep = np.ones(len(take), dtype=bool)
+            if check_validation:
+                keep &= self._sessions.clicks[take].sum(axis=1) > 0
+            if allowed is not None:
+                keep &= np.isin(self._buckets[take] % n_buckets, allowed)
+            if keep.any():
+                chosen.append((self._sessions, take[keep]))
+                n_chosen += int(keep.sum())
+                files_without = 0
+        self.global_batch_count += 1
+        features = np.concatenate([s.features[idx] for s, idx in chosen])
+        mask = np.concatenate([s.mask[idx] for s, idx in chosen])
+        clicks = np.concatenate([s.clicks[idx] for s, idx in chosen])
+        n_rows = mask.size
+        arrays = QueryArrays(
+            data_set=data_set,
+            doc_ids=np.where(mask, np.arange(n_rows).reshape(mask.shape), -1),
+            labels=clicks,
+            mask=mask,
+            features=features.reshape(n_rows, -1),
+        )
+        input_feed, info_map = build_input_feed(self.model, arrays, np.arange(len(mask)), clicks)
+        info_map["rank_list_idxs"] = np.concatenate([self._buckets_of(s, idx) for s, idx in chosen]).tolist()
+        return input_feed, info_map
+
+    def _buckets_of(self, sessions: baidu.Sessions, rows: np.ndarray) -> np.ndarray:
+        """[R] int64 the session ids ``file index * BUCKET_FILE_STRIDE + row`` (bucket = id mod Q)."""
+        return self.files.index(sessions.path) * BUCKET_FILE_STRIDE + rows
+
+    def get_next_batch(self, index: int, data_set: Any, check_validation: bool = False, data_format: str = "ULTRA"):
+        raise NotImplementedError(
+            "%s is a training feed; evaluate with ultra.input_layer.DirectLabelFeed on the annotations "
+            "converted by `python -m ultra_multr.logs.baidu_convert`" % type(self).__name__)
+
+    def get_data_by_index(self, data_set: Any, index: int, check_validation: bool = False):
+        return self.get_next_batch(index, data_set, check_validation)

@@ -1,0 +1,168 @@
+"""Generated Baidu-ULTR files (exact schema of :mod:`ultra_multr.logs.baidu_schema`) from a known click model.
+
+Queries have 6..N documents with a latent relevance grade 0-4 that the
+lexical features and the embedding carry (plus noise); each session shows
+one query's documents in the order of a noisy logging ranker (so a query is
+logged in several orders) and clicks follow a position-based model
+(:class:`ultra_multr.click_models.PositionBasedModel`).  ``query_id``
+deliberately collides across queries (as in the release); ``query_md5`` is
+the key.  For tests and studies where the truth (examination, relevance)
+is known.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from typing import Dict, List, Sequence
+
+import numpy as np
+import torch
+
+from ..click_models import PositionBasedModel, graded_click_prob, reciprocal_rank_exam_prob
+from ..data.ultra_format import atomic_write_file
+from . import baidu_schema as schema
+
+MAX_LABEL = 4
+
+
+@dataclass(frozen=True)
+class GeneratedLog:
+    """What :func:`write_baidu_log` wrote and the truth it drew clicks from.
+
+    Attributes:
+        train_files: click files of parts 1.. (training sessions).
+        test_files: click files of part 0 (held-out sessions).
+        validation_file: the annotated queries.
+        exam_prob: [N] examination per position of the PBM.
+        click_prob: [5] click probability per grade.
+    """
+
+    train_files: List[str]
+    test_files: List[str]
+    validation_file: str
+    exam_prob: np.ndarray
+    click_prob: np.ndarray
+
+
+def _md5(text: str) -> str:
+    return hashlib.md5(text.encode()).hexdigest()
+
+
+@dataclass
+class _Queries:
+    md5: List[str]
+    urls: List[List[str]]
+    grades: List[np.ndarray]
+    lexical: List[Dict[str, np.ndarray]]
+    embedding: List[np.ndarray]
+
+
+def _queries(n_queries: int, n_positions: int, prefix: str, rng: np.random.Generator) -> _Queries:
+    queries = _Queries([], [], [], [], [])
+    for q in range(n_queries):
+        n = int(rng.integers(min(6, n_positions), n_positions + 1))
+        grades = np.minimum(rng.geometric(0.45, size=n) - 1, MAX_LABEL)
+        queries.md5.append(_md5("%s-query-%d" % (prefix, q)))
+        queries.urls.append([_md5("%s-query-%d-doc-%d" % (prefix, q, d)) for d in range(n)])
+        queries.grades.append(grades)
+        lexical = {}
+        for j, name in enumerate(schema.LEXICAL_FEATURES):
+            value = np.abs((1.0 + 0.3 * j) * grades + rng.normal(0.0, 1.0, size=n)) * (1 + j % 4)
+            lexical[name] = (np.round(10 * value + 20).astype(np.int32) if name in schema.INTEGER_LEXICAL_FEATURES
+                             else value.astype(np.float32))
+        queries.lexical.append(lexical)
+        embedding = rng.normal(0.0, 0.1, size=(n, schema.EMBEDDING_SIZE))
+        embedding[:, :8] += grades[:, None] / MAX_LABEL
+        queries.embedding.append(embedding.astype(np.float16))
+    return queries
+
+
+def _write(path: str, columns: Dict[str, list], kind: str) -> None:
+    import pyarrow as pa
+    import pyarrow.feather as feather
+
+    table = pa.Table.from_pydict(columns, schema=schema.arrow_schema(kind))
+    atomic_write_file(path, lambda tmp: feather.write_feather(table, tmp))
+
+
+def _session_rows(queries: _Queries, query: np.ndarray, rng: np.random.Generator, model: PositionBasedModel,
+                  n_positions: int, generator: torch.Generator) -> Dict[str, list]:
+    """The click-file columns of sessions of the given queries (one row each)."""
+    columns: Dict[str, list] = {name: [] for name in schema.CLICK_COLUMNS}
+    for q in query:
+        grades = queries.grades[q]
+        n = len(grades)
+        order = np.argsort(-(grades + rng.normal(0.0, 1.0, size=n)), kind="stable")  # the logging ranker
+        labels = torch.zeros(1, n_positions, dtype=torch.float64)
+        labels[0, :n] = torch.from_numpy(grades[order].astype(np.float64))
+        mask = torch.arange(n_positions)[None] < n
+        clicks = model.sample_with_probabilities(labels, mask, generator)[0][0, :n].numpy().astype(np.int32)
+        columns["query_id"].append(int(q % 7))  # collides across queries, as in the release
+        columns["query_md5"].append(queries.md5[q])
+        columns["n"].append(n)
+        columns["url_md5"].append([queries.urls[q][d] for d in order])
+        columns[schema.EMBEDDING].append(queries.embedding[q][order].tolist())
+        columns["click"].append(clicks.tolist())
+        columns["position"].append(list(range(1, n + 1)))
+        columns["media_type"].append(rng.integers(0, 5, size=n).tolist())
+        columns["displayed_time"].append((clicks * rng.exponential(30.0, size=n)).astype(np.float32).tolist())
+        columns["serp_height"].append(rng.integers(100, 400, size=n).tolist())
+        columns["slipoff_count_after_click"].append((clicks * rng.integers(0, 3, size=n)).tolist())
+        for name in schema.LEXICAL_FEATURES:
+            columns[name].append(queries.lexical[q][name][order].tolist())
+    return columns
+
+
+def write_baidu_log(
+    directory: str,
+    n_queries: int = 20,
+    n_sessions: int = 200,
+    n_test_sessions: int = 50,
+    n_annotated: int = 20,
+    n_positions: int = 10,
+    sessions_per_file: int = 100,
+    exam_prob: Sequence[float] = (),
+    click_prob: Sequence[float] = (),
+    seed: int = 0,
+) -> GeneratedLog:
+    """Write ``<directory>/parts/``: ``part-1_split-{s}.feather`` (``n_sessions`` training sessions,
+    ``sessions_per_file`` per file), ``part-0_split-0.feather`` (``n_test_sessions`` of the same queries)
+    and ``validation.feather`` (``n_annotated`` new queries, graded, in base order); a pure function of
+    its arguments.  Default PBM: examination 1/k, click probability per grade of ``graded_click_prob(0.1, 4)``.
+    """
+    rng = np.random.default_rng(seed)
+    generator = torch.Generator().manual_seed(seed)
+    exam = list(exam_prob) or reciprocal_rank_exam_prob(1.0, n_positions)
+    relevance = list(click_prob) or graded_click_prob(0.1, MAX_LABEL)
+    model = PositionBasedModel(relevance, exam)
+    parts = os.path.join(directory, "parts")
+    os.makedirs(parts, exist_ok=True)
+    queries = _queries(n_queries, n_positions, "train", rng)
+    train_files, test_files = [], []
+    for start in range(0, n_sessions, sessions_per_file):
+        path = os.path.join(parts, "part-1_split-%d.feather" % (start // sessions_per_file))
+        count = min(sessions_per_file, n_sessions - start)
+        _write(path, _session_rows(queries, rng.integers(0, n_queries, size=count), rng, model, n_positions,
+                                   generator), "clicks")
+        train_files.append(path)
+    if n_test_sessions:
+        path = os.path.join(parts, "part-0_split-0.feather")
+        _write(path, _session_rows(queries, rng.integers(0, n_queries, size=n_test_sessions), rng, model,
+                                   n_positions, generator), "clicks")
+        test_files.append(path)
+    annotated = _queries(n_annotated, n_positions, "annotated", rng)
+    columns: Dict[str, list] = {
+        "query_id": [q % 7 for q in range(n_annotated)],
+        "query_md5": annotated.md5,
+        "n": [len(g) for g in annotated.grades],
+        "url_md5": annotated.urls,
+        schema.EMBEDDING: [e.tolist() for e in annotated.embedding],
+        "label": [g.astype(np.int32).tolist() for g in annotated.grades],
+        "frequency_bucket": [int(q % 10) for q in range(n_annotated)],
+    }
+    for name in schema.LEXICAL_FEATURES:
+        columns[name] = [lexical[name].tolist() for lexical in annotated.lexical]
+    validation = os.path.join(parts, "validation.feather")
+    _write(validation, columns, "annotations")
+    return GeneratedLog(train_files, test_files, validation, np.asarray(exam, float), np.asarray(relevance, float))
