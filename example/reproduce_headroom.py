@@ -75,6 +75,10 @@ UNBIASED_4 = os.path.join(study.REPO, "settings", "click_models", "pbm_eta0_eps0
 HEADROOM_ORACLE["oracle_clicks"] = {
     "label": "Oracle (unbiased clicks)", "role": "multr", "learning_algorithm": "ultra_multr.Naive",
 }
+#: MULTR with the controls of its simulator (ultra_multr.simulator.controls): the click model that made the
+#: clicks as its simulator (an upper bound), and a simulator trained on sessions in random order (cannot debias).
+SIMULATOR_CONTROLS = {"name": "simulator_control", "methods": ["multr"], "section": "learning_algorithm_hparams",
+                      "parameter": "simulator_control", "values": ["true_click_model", "shuffled_positions"]}
 #: MULTR exactly as the paper writes it (Eq. dr_loss, no guard).
 PAPER_EXACT = {"name": "rerank_weight", "methods": ["multr"], "section": "learning_algorithm_hparams",
                "parameter": "rerank_weight", "values": ["paper"],
@@ -142,6 +146,10 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--multr", action="store_true", help="also MULTR at its defaults and paper-exact, DLA and Naive tuned equally"
     )
+    parser.add_argument(
+        "--methods", nargs="+", default=None,
+        help="run only these methods of the pass (default: all; the sweeps follow 'multr')",
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None, help="threads per run (the runner's --threads)")
     parser.add_argument("--dry-run", action="store_true", help="generate nothing, train nothing: list the runs")
@@ -151,8 +159,13 @@ def main(argv=None) -> int:
     out = os.path.abspath(args.out)
     data_root = os.path.join(out, "data")
     methods = ["oracle_tested", "oracle_clicks", "naive", "dla"] + (
-        ["multr", "dla_tuned", "naive_tuned"] if args.multr else []
+        ["multr", "dla_tuned", "pal_tuned", "naive_tuned"] if args.multr else []
     )
+    if args.methods:
+        unknown = sorted(set(args.methods) - set(methods))
+        if unknown:
+            parser.error("--methods %s: not in this pass's methods %s" % (" ".join(unknown), " ".join(methods)))
+        methods = [m for m in methods if m in args.methods]
     config_args = argparse.Namespace(
         out=out, folds=args.datasets, seeds=args.seeds, steps=args.steps, click_model=args.click_model,
         methods=methods, budgets=[], no_fresh=False, rerank_weights=[], sweep=[], multr_hparams={},
@@ -162,7 +175,7 @@ def main(argv=None) -> int:
     config["extra_methods"] = HEADROOM_ORACLE
     # the unbiased-click Oracle's click model must win over the shared settings' one
     config["method_overrides"]["oracle_clicks"] = {"train_input_hparams": {"click_model_json": UNBIASED_4}}
-    config["sweeps"] = [PAPER_EXACT] if args.multr else []
+    config["sweeps"] = [PAPER_EXACT, SIMULATOR_CONTROLS] if args.multr and "multr" in methods else []
     if not args.dry_run:
         for k in args.datasets:
             recipe = {
@@ -182,7 +195,10 @@ def main(argv=None) -> int:
               ("DLA", "dla", None), ("Naive", "naive", None)]
     if args.multr:
         groups += [("MULTR default", "multr", None), ("MULTR paper-exact", "multr", "rerank_weight=paper"),
-                   ("DLA (tuned)", "dla_tuned", None), ("Naive (tuned)", "naive_tuned", None)]
+                   ("MULTR true click model", "multr", "simulator_control=true_click_model"),
+                   ("MULTR shuffled positions", "multr", "simulator_control=shuffled_positions"),
+                   ("DLA (tuned)", "dla_tuned", None), ("PAL (tuned)", "pal_tuned", None),
+                   ("Naive (tuned)", "naive_tuned", None)]
     runs_dir = os.path.join(out, "runs")
     pairs = None
     if args.multr:  # the headroom pairs are in the first pass's table: here MULTR's and the tuned baselines'

@@ -17,6 +17,7 @@ import os
 
 import numpy as np
 import pytest
+import torch
 from conftest import REPO_ROOT, require_ultra
 
 require_ultra()
@@ -24,6 +25,7 @@ require_ultra()
 from ultra_multr import estimator_targets as et  # noqa: E402
 from ultra_multr.config import parse_hparams  # noqa: E402
 from ultra_multr.algorithms.multr import MULTRConfig  # noqa: E402
+from ultra_multr.feeds import query_arrays  # noqa: E402
 
 CLICK_PROB = np.array([0.1, 0.16, 0.28, 0.52, 1.0])
 LABELS = [3, 2, 0, 1, 3, 0, 2, 0, 1, 0]
@@ -108,3 +110,41 @@ def test_the_papers_settings_file_keeps_eq_dr_loss():
     assert (config.rerank_weight, config.dr_weight_guard, config.imputation, config.variant) == (
         "paper", "none", "sampled", "dr"
     )
+
+
+def test_true_click_model_control_gives_the_click_models_stream_probabilities(one_query):
+    """simulator_control=true_click_model: MULTR's pseudo clicks are the feed's click model, exact for the
+    stream (divided by P(a click on the logged list)), on the logged order and under random orders."""
+    data_dir, click_model = one_query
+    model, _, data = et.build_multr(data_dir, click_model, DEFAULT + ",simulator_control=true_click_model", 8)
+    model.prepare_simulator()
+    arrays = query_arrays(data, 10)
+    features = torch.from_numpy(arrays.list_features(np.array([0])))
+    mask = torch.from_numpy(arrays.mask[:1])
+    observed, randomized = (t[0].numpy() for t in model.pseudo_click_cache.lookup(features, mask))
+    p_any = et.any_click(EXAM, RELEVANCE)
+    np.testing.assert_allclose(observed, RELEVANCE * EXAM / p_any, rtol=1e-5)
+    np.testing.assert_allclose(randomized, RELEVANCE * EXAM.mean() / p_any, rtol=0.02)
+    orders = torch.arange(10).expand(1, 20000, 10)
+    sampled = model.simulator.sample_clicks(features, mask, orders, torch.Generator().manual_seed(0))
+    np.testing.assert_allclose(sampled[0].mean(0).numpy(), observed, atol=0.02)
+
+
+def test_shuffled_positions_control_trains_on_sessions_in_random_order(one_query):
+    """simulator_control=shuffled_positions: the simulator's sessions keep each document's click but not its
+    position, so the click rate is flat over positions (it falls with 1/rank on the logged order)."""
+    data_dir, click_model = one_query
+    rates = {}
+    for control in ("none", "shuffled_positions"):
+        model, feed, data = et.build_multr(data_dir, click_model, DEFAULT + ",simulator_control=" + control, 4096)
+        batch = model._session_batch(feed, data)
+        first = batch.features[..., 0]
+        assert torch.equal(torch.sort(first, dim=1).values, torch.sort(first[:1].expand_as(first), dim=1).values)
+        rates[control] = batch.labels.mean(0).numpy()
+        documents = torch.sort(first[0]).values
+        by_document = (batch.labels.unsqueeze(-1) * (first.unsqueeze(-1) == documents)).sum((0, 1)).numpy()
+        rates[control + " by document"] = by_document / batch.batch_size
+    assert rates["none"][0] > 4 * rates["none"][-1]
+    assert np.abs(rates["shuffled_positions"] - rates["shuffled_positions"].mean()).max() < 0.03
+    # the documents' click rates are drawn from the same sessions' distribution either way
+    np.testing.assert_allclose(rates["shuffled_positions by document"], rates["none by document"], atol=0.03)

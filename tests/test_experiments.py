@@ -302,6 +302,22 @@ def test_runner_resumes_and_skips_finished_runs(tmp_path):
     with pytest.raises(ConfigError, match="different configuration"):
         run_all(changed, out, commands=commands, progress=False)
 
+    # So are they when one of our algorithm's defaults changes (the settings name no rerank_weight).
+    import dataclasses
+    from ultra_multr.algorithms.multr import MULTR, MULTRConfig
+
+    @dataclasses.dataclass(frozen=True)
+    class OtherDefault(MULTRConfig):
+        rerank_weight: str = "paper"
+
+    original = MULTR.config_class
+    MULTR.config_class = OtherDefault
+    try:
+        with pytest.raises(ConfigError, match="different configuration"):
+            run_all(expand_runs(load_config(_write_config(tmp_path))), out, commands=commands, progress=False)
+    finally:
+        MULTR.config_class = original
+
     # Re-prepared data (another prepare_report.json) makes the finished runs stale too.
     os.makedirs(str(tmp_path / "data1"))
     (tmp_path / "data1" / "prepare_report.json").write_text('{"rank_svm": {"min_queries": 20}}')

@@ -111,13 +111,32 @@ def list_fingerprints(features: torch.Tensor, mask: torch.Tensor) -> torch.Tenso
         [B] int64.
     """
     batch, slots, width = features.shape
-    bits = features.to(torch.float32).contiguous().view(torch.int32)
-    high, low = (
-        (bits * multipliers).sum(dim=-1, dtype=torch.int32).to(torch.int64) & _LOW_32
-        for multipliers in _multipliers(slots, width, features.device)
-    )
-    per_slot = torch.where(mask, (high << 32) | low, -1)
+    per_slot = torch.where(mask, _feature_hash(features, _multipliers(slots, width, features.device)), -1)
     return _mix(per_slot + torch.arange(slots, device=features.device)).sum(dim=-1)
+
+
+def row_fingerprints(features: torch.Tensor) -> torch.Tensor:
+    """A 64-bit fingerprint of each feature row, the same at every position.
+
+    The per-slot value of :func:`list_fingerprints` with the multipliers of
+    the first position: equal rows always get equal values (exact integer
+    arithmetic), different rows collide with probability about 2^-64.
+
+    Args:
+        features: [..., F] float32.
+
+    Returns:
+        [...] int64.
+    """
+    return _feature_hash(features, _multipliers(1, features.shape[-1], features.device)[:, 0])
+
+
+def _feature_hash(features: torch.Tensor, multipliers: torch.Tensor) -> torch.Tensor:
+    """[...] int64: two wrapping 32-bit sums of the float32 bits of features [..., F] times
+    ``multipliers`` [2, ..., F] (broadcast), joined into one 64-bit value."""
+    bits = features.to(torch.float32).contiguous().view(torch.int32)
+    high, low = ((bits * m).sum(dim=-1, dtype=torch.int32).to(torch.int64) & _LOW_32 for m in multipliers)
+    return (high << 32) | low
 
 
 def expected_pseudo_clicks(

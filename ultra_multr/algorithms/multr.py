@@ -95,11 +95,13 @@ import ultra
 from .. import losses, tensorboard
 from ..compat import runtime
 from ..compat.runtime import Batch
+from ..click_models import ClickModel
 from ..config import require
-from ..feeds import click_model_fingerprint, data_fingerprint, session_subset
+from ..feeds import click_model_fingerprint, data_fingerprint, query_arrays, session_subset
 from ..imputation import IMPUTATION_MODES, PseudoClickCache
 from ..randomization import random_permutations, to_document_order
 from ..session_budget import LEDGER
+from ..simulator.controls import SIMULATOR_CONTROLS, TrueClickModelSimulator, shuffle_positions
 from ..simulator.trivial import NoPseudoClicks, PositionClickRates
 from ..simulator import (
     CELLS,
@@ -209,6 +211,12 @@ class DoublyRobustConfig(AlgorithmConfig):
             the paper's).
         imputation_samples: Monte-Carlo sessions per list and order type of
             "expected" (standard error <= 0.5 / sqrt(imputation_samples)).
+        simulator_control: "none" (the trained simulator), or a control of
+            the study (:mod:`ultra_multr.simulator.controls`):
+            "true_click_model" (the training feed's click model stands in
+            for the simulator: an upper bound) or "shuffled_positions" (the
+            simulator trains on sessions in random order: a flat examination
+            curve, a simulator that cannot debias).
         cuda_graphs: "auto" (on when the device is CUDA), "on" or "off":
             ``imputation=sampled`` replays each step's sampling as a CUDA
             graph (the same clicks), and the simulator's training replays
@@ -243,6 +251,7 @@ class DoublyRobustConfig(AlgorithmConfig):
     rerank_pilot_steps: int = 200
     imputation: str = "expected"
     imputation_samples: int = 256
+    simulator_control: str = "none"
     cuda_graphs: str = "auto"
 
     def __post_init__(self) -> None:
@@ -284,6 +293,10 @@ class DoublyRobustConfig(AlgorithmConfig):
             "imputation must be one of %s, got %r" % (IMPUTATION_MODES, self.imputation),
         )
         require(self.imputation_samples >= 1, "imputation_samples must be >= 1, got %d" % self.imputation_samples)
+        require(
+            self.simulator_control in SIMULATOR_CONTROLS,
+            "simulator_control must be one of %s, got %r" % (SIMULATOR_CONTROLS, self.simulator_control),
+        )
         require(
             self.cuda_graphs in CUDA_GRAPHS, "cuda_graphs must be one of %s, got %r" % (CUDA_GRAPHS, self.cuda_graphs)
         )
@@ -421,6 +434,7 @@ class DoublyRobustMixin:
             "simulator_eval_every": config.simulator_eval_every,
             "simulator_patience": config.simulator_patience,
             "simulator_min_heldout_sessions": config.simulator_min_heldout_sessions,
+            "simulator_control": config.simulator_control,
             "max_gradient_norm": config.max_gradient_norm,
             "train_input_feed": self.exp_settings.get("train_input_feed"),
             "train_input_hparams": self.exp_settings.get("train_input_hparams"),
@@ -448,7 +462,11 @@ class DoublyRobustMixin:
         path = self.simulator_checkpoint
         wanted = self._checkpoint_metadata() if steps > 0 else {}
         fit: Dict = {}
-        if steps > 0 and path and os.path.exists(path):
+        if self.hparams.simulator_control == "true_click_model":
+            self.simulator = self._true_click_model_simulator()
+            LOGGER.info("user simulator: simulator_control=true_click_model, the training feed's click model (not trained)")
+            steps = 0
+        elif steps > 0 and path and os.path.exists(path):
             loaded, metadata = load_simulator(path, self.device)
             check_compatible(loaded.config, self.feature_size, self.rank_list_size, path)
             differ = [k for k, v in wanted.items() if metadata.get(k) != v]
@@ -473,20 +491,43 @@ class DoublyRobustMixin:
                 LOGGER.info("user simulator: saved %s (%.1f s)", path, time.perf_counter() - started)
                 if os.path.exists(path + ".partial"):
                     os.remove(path + ".partial")
-        elif self.hparams.simulator_steps == 0:
+        elif self.hparams.simulator_steps == 0 and self.hparams.simulator_control == "none":
             LOGGER.info("user simulator: simulator_steps=0, keeping the random initialisation (Rand-MULTR)")
         self.simulator.eval()
         for parameter in self.simulator.parameters():
             parameter.requires_grad_(False)
         self._simulator_ready = True
         self.sampler = self.simulator
-        if self.device.type == "cuda" and self.hparams.cuda_graphs != "off" and self.hparams.imputation == "sampled":
+        if (
+            self.device.type == "cuda" and self.hparams.cuda_graphs != "off" and self.hparams.imputation == "sampled"
+            and isinstance(self.simulator, ContextAwareUserSimulator)
+        ):
             self.sampler = GraphedSampler(self.simulator)
         if self.hparams.imputation == "expected":
             self.pseudo_click_cache = PseudoClickCache(self.simulator, self.hparams.imputation_samples, self.generator)
             self.pseudo_click_cache.add_data_set(self._train_set)
         if fit:
             self.reject_if_trivial(fit)
+
+    def _true_click_model_simulator(self) -> TrueClickModelSimulator:
+        """The training feed's click model on the training split's labels (simulator_control=true_click_model).
+
+        Raises:
+            ValueError: the training feed has no click model (logged clicks).
+        """
+        click_model = getattr(getattr(self._click_feed(), "click_model", None), "model", None)
+        if not isinstance(click_model, ClickModel):
+            raise ValueError(
+                "simulator_control=true_click_model needs a train_input_feed that simulates clicks with a "
+                "label-based click model (ultra_multr.feeds.ClickSimulationFeed or ClickLogFeed with a PBM, "
+                "cascade, UBM or DCM click_model_json), got %s with %s"
+                % (self.exp_settings["train_input_feed"], self.exp_settings.get("train_input_hparams", ""))
+            )
+        arrays = query_arrays(self._train_set, self.rank_list_size)
+        rows = arrays.doc_ids[arrays.mask]
+        return TrueClickModelSimulator(
+            click_model, arrays.features[rows], arrays.labels[arrays.mask], self.rank_list_size
+        ).to(self.device)
 
     def heldout_sessions(self, sessions_per_query: int) -> np.ndarray:
         """[Q, K] bool: the logged sessions held out from the simulator, a
@@ -550,6 +591,8 @@ class DoublyRobustMixin:
         (``check_validation=True``: lists without a click are redrawn)."""
         input_feed, _ = feed.get_batch(data_set, check_validation=True)
         batch = self.batch(input_feed, self.rank_list_size)
+        if self.hparams.simulator_control == "shuffled_positions":
+            batch = shuffle_positions(batch, self.generator)
         if not bool(((batch.labels == 0) | (batch.labels == 1)).all()):
             raise ValueError(
                 "train_input_feed %s gives labels other than 0/1 (max %g): the user simulator "

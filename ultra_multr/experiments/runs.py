@@ -9,7 +9,9 @@ Each run lives in ``<output_dir>/runs/<dataset>/<fold>/<method>[/<variant>]/seed
 * ``evaluate.stdout`` / ``evaluate.stderr`` and the files of
   :mod:`.evaluate` (per-query metrics, TREC run, qrels, metrics.json);
 * ``done.json``, written last and atomically: its presence (with the same
-  configuration fingerprint, and the same data: a hash of the data folder's
+  configuration fingerprint, which includes our algorithm's and feed's
+  hyper-parameters with their defaults filled in (:func:`resolved_hparams`),
+  and the same data: a hash of the data folder's
   ``prepare_report.json`` when it has one) marks the run finished, so a
   second invocation skips it; finished under another configuration or on
   re-prepared data, it is refused ("stale"), never silently reused.  An unfinished run's folder is wiped and the run started again;
@@ -17,13 +19,16 @@ Each run lives in ``<output_dir>/runs/<dataset>/<fold>/<method>[/<variant>]/seed
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import importlib
 import json
 import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ..config import HParamError, parse_hparams
 from ..data.prepare import REPORT_FILE as PREPARE_REPORT
 from ..data.ultra_format import ultra_data_dir
 from . import methods as registry
@@ -65,7 +70,8 @@ class RunSpec:
 
     def __post_init__(self) -> None:
         payload = json.dumps(
-            [self.data_dir, self.seed, self.settings, self.main_args, self.eval_split], sort_keys=True
+            [self.data_dir, self.seed, self.settings, resolved_hparams(self.settings), self.main_args, self.eval_split],
+            sort_keys=True,
         )
         self.fingerprint = hashlib.sha256(payload.encode()).hexdigest()[:16]
         self.data_id = data_identity(self.data_dir)
@@ -79,6 +85,40 @@ class RunSpec:
 #: (step name, argv) pairs a run executes in order, in its folder.
 Steps = List[Tuple[str, List[str]]]
 CommandFactory = Callable[[RunSpec], Steps]
+
+
+#: (class key, hyper-parameter key, attribute of the class holding its typed config) of the settings.
+_TYPED_HPARAMS = (
+    ("learning_algorithm", "learning_algorithm_hparams", "config_class"),
+    ("train_input_feed", "train_input_hparams", "HPARAMS"),
+)
+
+
+def resolved_hparams(settings: Dict[str, Any]) -> Dict[str, Any]:
+    """The hyper-parameters our algorithm and training feed run with, every default filled in.
+
+    Part of a run's fingerprint: when a default changes (say MULTR's
+    ``rerank_weight``), a run finished under the old one is stale, not
+    reused as if it had run the new one.  Classes outside ``ultra_multr``
+    (ULTRA's own) are left out.  A string the class refuses is kept as its error
+    (main.py then refuses the run, naming it).
+    """
+    resolved: Dict[str, Any] = {}
+    for class_key, hparams_key, attribute in _TYPED_HPARAMS:
+        path = settings.get(class_key, "")
+        if not isinstance(path, str) or not path.startswith("ultra_multr."):
+            continue
+        module, name = path.rsplit(".", 1)
+        config_class = getattr(getattr(importlib.import_module(module), name), attribute, None)
+        if config_class is None:
+            continue
+        try:
+            config = parse_hparams(config_class, settings.get(hparams_key, ""), "%s of %s" % (hparams_key, path))
+        except HParamError as error:  # main.py refuses it too, naming it in the run's train.stderr
+            resolved[class_key] = {"refused": str(error)}
+            continue
+        resolved[class_key] = json.loads(json.dumps(dataclasses.asdict(config), default=str))
+    return resolved
 
 
 def _format_value(value: Any) -> str:
