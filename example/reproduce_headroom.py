@@ -85,6 +85,11 @@ PAPER_EXACT = {"name": "rerank_weight", "methods": ["multr"], "section": "learni
                "overrides": {"learning_algorithm_hparams": {"dr_weight_guard": "none"}}}
 
 
+#: MULTR's doubly-robust correction on the observed list only (a = 0: W = c^o + (c - c^o) w, DLA's w), default guard.
+OBSERVED_ONLY = {"name": "observed_only", "methods": ["multr"], "section": "learning_algorithm_hparams",
+                 "parameter": "rerank_weight", "values": ["0"]}
+
+
 def pairwise_table(runs_dir: str, groups, n_permutations: int = 10000, pairs=None, seeds=None) -> str:
     """Markdown: per pair of (label, method, variant) groups with finished runs, the paired p per metric.
 
@@ -175,7 +180,7 @@ def main(argv=None) -> int:
     config["extra_methods"] = HEADROOM_ORACLE
     # the unbiased-click Oracle's click model must win over the shared settings' one
     config["method_overrides"]["oracle_clicks"] = {"train_input_hparams": {"click_model_json": UNBIASED_4}}
-    config["sweeps"] = [PAPER_EXACT, SIMULATOR_CONTROLS] if args.multr and "multr" in methods else []
+    config["sweeps"] = [PAPER_EXACT, OBSERVED_ONLY, SIMULATOR_CONTROLS] if args.multr and "multr" in methods else []
     if not args.dry_run:
         for k in args.datasets:
             recipe = {
@@ -195,6 +200,7 @@ def main(argv=None) -> int:
               ("DLA", "dla", None), ("Naive", "naive", None)]
     if args.multr:
         groups += [("MULTR default", "multr", None), ("MULTR paper-exact", "multr", "rerank_weight=paper"),
+                   ("MULTR a = 0", "multr", "rerank_weight=0"),
                    ("MULTR true click model", "multr", "simulator_control=true_click_model"),
                    ("MULTR shuffled positions", "multr", "simulator_control=shuffled_positions"),
                    ("DLA (tuned)", "dla_tuned", None), ("PAL (tuned)", "pal_tuned", None),

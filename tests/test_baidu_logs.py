@@ -97,3 +97,17 @@ def test_benchmark_metrics_of_one_query():
     assert values["dcg_3"] == pytest.approx(3 / np.log2(3) + 1 / np.log2(4))
     assert values["mrr_10"] == pytest.approx(0.5)
     assert values["ndcg_10"] == pytest.approx(values["dcg_10"] / (3 + 1 / np.log2(3)))
+
+
+
+def test_generated_cascade_clicks_follow_the_cascade(tmp_path):
+    """A log generated with cascade clicks whose click probability is 0.3 for every grade: the first click
+    ends the session, so P(click at t) = 0.3 * 0.7^(t-1) whatever the documents (every list has >= 6)."""
+    from ultra_multr.click_models import CascadeModel
+
+    log = write_baidu_log(str(tmp_path), n_queries=50, n_sessions=4000, n_test_sessions=0, n_annotated=2,
+                          sessions_per_file=4000, click_model=CascadeModel([0.3] * 5), seed=1)
+    assert log.exam_prob is None and log.click_model["model_name"] == "cascade_model"
+    clicks = read_sessions(log.train_files[0], "lexical", 10).clicks
+    assert clicks.sum(1).max() == 1
+    np.testing.assert_allclose(clicks[:, :6].mean(0), 0.3 * 0.7 ** np.arange(6), atol=0.025)

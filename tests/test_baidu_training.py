@@ -103,7 +103,13 @@ def test_main_py_trains_on_the_logged_sessions(ultra_main, baidu_data, tmp_path,
     log = run.stdout + run.stderr
     assert "ndcg_10" in log
     assert os.path.isfile(os.path.join(model_dir, "%s.ckpt" % algorithm))
+    # every logged session a phase read is counted (the fair protocol's same sessions), click-less ones too
+    with open(os.path.join(model_dir, "session_budget.json")) as handle:
+        phases = json.load(handle)["phases"]
+    ranker = phases["ranker"]  # main.py runs on to the checkpoint after --max_train_iteration
+    assert ranker["lists"] % 16 == 0 and ranker["lists"] >= 3 * 16 and ranker["sessions"] >= ranker["lists"]
     if algorithm.endswith("MULTR"):
+        assert phases["simulator_train"]["lists"] == 4 * 16
         assert "user simulator: step 4/4" in log
         _check_heldout_click_log_likelihood(log_files=(generated.train_files, generated.test_files), model_dir=model_dir,
                                             out=str(tmp_path / "click_ll"))

@@ -34,6 +34,7 @@ import torch
 from ultra.input_layer import BaseInputFeed
 
 from ..config import parse_hparams, require
+from ..session_budget import LEDGER
 from ..feeds import QueryArrays, build_input_feed
 from . import baidu
 
@@ -134,7 +135,7 @@ class BaiduSessionFeed(BaseInputFeed):
             raise ValueError("%s: data_format=%r; leave main.py's --data_format out" % (type(self).__name__, data_format))
         n_buckets, allowed = self._allowed_buckets(data_set)
         chosen: List[Tuple[baidu.Sessions, np.ndarray]] = []
-        n_chosen, files_without = 0, 0
+        n_chosen, n_read, files_without = 0, 0, 0
         while n_chosen < self.batch_size:
             if self._sessions is None or self._cursor >= len(self._order):
                 if files_without > len(self.files):
@@ -146,10 +147,11 @@ class BaiduSessionFeed(BaseInputFeed):
             take = self._order[self._cursor:self._cursor + self.batch_size - n_chosen]
             self._cursor += len(take)
             keep = np.ones(len(take), dtype=bool)
-            if check_validation:
-                keep &= self._sessions.clicks[take].sum(axis=1) > 0
             if allowed is not None:
                 keep &= np.isin(self._buckets[take] % n_buckets, allowed)
+            n_read += int(keep.sum())
+            if check_validation:
+                keep &= self._sessions.clicks[take].sum(axis=1) > 0
             if keep.any():
                 chosen.append((self._sessions, take[keep]))
                 n_chosen += int(keep.sum())
@@ -158,6 +160,7 @@ class BaiduSessionFeed(BaseInputFeed):
         features = np.concatenate([s.features[idx] for s, idx in chosen])
         mask = np.concatenate([s.mask[idx] for s, idx in chosen])
         clicks = np.concatenate([s.clicks[idx] for s, idx in chosen])
+        LEDGER.record(n_read, len(mask), clicks=float(clicks.sum()))
         n_rows = mask.size
         arrays = QueryArrays(
             data_set=data_set,

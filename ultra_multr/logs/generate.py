@@ -4,7 +4,8 @@ Queries have 6..N documents with a latent relevance grade 0-4 that the
 lexical features and the embedding carry (plus noise); each session shows
 one query's documents in the order of a noisy logging ranker (so a query is
 logged in several orders) and clicks follow a position-based model
-(:class:`ultra_multr.click_models.PositionBasedModel`).  ``query_id``
+(:class:`ultra_multr.click_models.PositionBasedModel`) or any other
+label-based click model given (e.g. the cascade).  ``query_id``
 deliberately collides across queries (as in the release); ``query_md5`` is
 the key.  For tests and studies where the truth (examination, relevance)
 is known.
@@ -14,12 +15,12 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
 
-from ..click_models import PositionBasedModel, graded_click_prob, reciprocal_rank_exam_prob
+from ..click_models import ClickModel, PositionBasedModel, graded_click_prob, per_rank, reciprocal_rank_exam_prob
 from ..data.ultra_format import atomic_write_file
 from . import baidu_schema as schema
 
@@ -34,15 +35,17 @@ class GeneratedLog:
         train_files: click files of parts 1.. (training sessions).
         test_files: click files of part 0 (held-out sessions).
         validation_file: the annotated queries.
-        exam_prob: [N] examination per position of the PBM.
+        exam_prob: [N] examination per position of the PBM (None for another click model).
         click_prob: [5] click probability per grade.
+        click_model: the click model's description (its JSON).
     """
 
     train_files: List[str]
     test_files: List[str]
     validation_file: str
-    exam_prob: np.ndarray
+    exam_prob: Optional[np.ndarray]
     click_prob: np.ndarray
+    click_model: Dict
 
 
 def _md5(text: str) -> str:
@@ -86,7 +89,7 @@ def _write(path: str, columns: Dict[str, list], kind: str) -> None:
     atomic_write_file(path, lambda tmp: feather.write_feather(table, tmp))
 
 
-def _session_rows(queries: _Queries, query: np.ndarray, rng: np.random.Generator, model: PositionBasedModel,
+def _session_rows(queries: _Queries, query: np.ndarray, rng: np.random.Generator, model: ClickModel,
                   n_positions: int, generator: torch.Generator) -> Dict[str, list]:
     """The click-file columns of sessions of the given queries (one row each)."""
     columns: Dict[str, list] = {name: [] for name in schema.CLICK_COLUMNS}
@@ -125,17 +128,22 @@ def write_baidu_log(
     exam_prob: Sequence[float] = (),
     click_prob: Sequence[float] = (),
     seed: int = 0,
+    click_model: Optional[ClickModel] = None,
 ) -> GeneratedLog:
     """Write ``<directory>/parts/``: ``part-1_split-{s}.feather`` (``n_sessions`` training sessions,
     ``sessions_per_file`` per file), ``part-0_split-0.feather`` (``n_test_sessions`` of the same queries)
     and ``validation.feather`` (``n_annotated`` new queries, graded, in base order); a pure function of
-    its arguments.  Default PBM: examination 1/k, click probability per grade of ``graded_click_prob(0.1, 4)``.
+    its arguments.  Default PBM: examination 1/k (``exam_prob``), click probability per grade of
+    ``graded_click_prob(0.1, 4)`` (``click_prob``); ``click_model`` replaces both.
     """
     rng = np.random.default_rng(seed)
     generator = torch.Generator().manual_seed(seed)
-    exam = list(exam_prob) or reciprocal_rank_exam_prob(1.0, n_positions)
-    relevance = list(click_prob) or graded_click_prob(0.1, MAX_LABEL)
-    model = PositionBasedModel(relevance, exam)
+    if click_model is not None and (exam_prob or click_prob):
+        raise ValueError("write_baidu_log: give click_model or exam_prob/click_prob, not both")
+    model = click_model or PositionBasedModel(
+        list(click_prob) or graded_click_prob(0.1, MAX_LABEL), list(exam_prob) or reciprocal_rank_exam_prob(1.0, n_positions)
+    )
+    model.check_max_label(MAX_LABEL, "write_baidu_log")
     parts = os.path.join(directory, "parts")
     os.makedirs(parts, exist_ok=True)
     queries = _queries(n_queries, n_positions, "train", rng)
@@ -165,4 +173,7 @@ def write_baidu_log(
         columns[name] = [lexical[name].tolist() for lexical in annotated.lexical]
     validation = os.path.join(parts, "validation.feather")
     _write(validation, columns, "annotations")
-    return GeneratedLog(train_files, test_files, validation, np.asarray(exam, float), np.asarray(relevance, float))
+    exam = per_rank(model.exam_prob, n_positions).numpy().astype(float) if isinstance(model, PositionBasedModel) else None
+    return GeneratedLog(
+        train_files, test_files, validation, exam, model.click_prob.numpy().astype(float), model.describe()
+    )

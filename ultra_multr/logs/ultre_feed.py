@@ -29,6 +29,7 @@ import torch
 from ultra.input_layer import BaseInputFeed
 
 from ..config import parse_hparams
+from ..session_budget import LEDGER
 from ..data import ultre
 from ..feeds import QueryArrays, build_input_feed, query_arrays
 
@@ -101,6 +102,7 @@ class UltreSessionFeed(BaseInputFeed):
             )
         pick = candidates[torch.randint(candidates.size, (self.batch_size,), generator=self.generator).numpy()]
         self.global_batch_count += 1
+        LEDGER.record(len(pick), len(pick), clicks=float(arrays.labels[pick].sum()))
         return build_input_feed(self.model, arrays, pick, arrays.labels[pick])
 
     def get_next_batch(self, index: int, data_set: Any, check_validation: bool = False, data_format: str = "ULTRA"):
