@@ -201,10 +201,11 @@ def test_a_full_disk_names_main_pys_ranker_checkpoint(ultra_main, synthetic_data
             "space left on device: 0 bytes free on its file system)" % tmpfs_dir) in run.stderr
 
 
-# A step on a full disk: its DiskFullError traceback cannot go to train.stderr.  Then, as when another run frees its
-# files, space comes back: failed.json fits, and so does the step's output from then on.
+# A step on a full disk: its DiskFullError traceback cannot go to train.stderr.  Then, for seed 0, as when another
+# run frees its files, space comes back: failed.json fits, and so does the step's output from then on.  Seed 1 leaves
+# the disk full, and its failed.json (with 10 kB of stderr) cannot fit in the page its step.json leaves.
 _STEP_FILLING_ITS_DISK = r"""
-import atexit, fcntl, os, struct, sys, termios, time
+import atexit, fcntl, json, os, struct, sys, termios, time
 from ultra_multr.data.ultra_format import atomic_write_bytes
 
 def wait_until_the_runner_read_our_stderr():
@@ -220,13 +221,17 @@ def free_the_disk():  # runs after Python printed the traceback
     os.remove("filler")
     os.write(2, b"written once the disk had room again\n")
 
+seed = json.load(open("run.json"))["seed"]
+if seed == 1:
+    sys.stderr.write("a line of the step's log\n" * 400)
 filler = os.open("filler", os.O_WRONLY | os.O_CREAT)
 try:
     while True:
         os.write(filler, b"0" * 4096)
 except OSError:
     pass
-atexit.register(free_the_disk)
+if seed == 0:
+    atexit.register(free_the_disk)
 atomic_write_bytes(os.path.abspath(os.path.join("model", "ultra_multr.DLA.ckpt")), b"0" * 10000)
 """
 
@@ -246,7 +251,7 @@ def test_a_full_disk_cannot_hide_why_a_study_run_failed(tmp_path, tmpfs_dir):
     """The runner reads a step's stderr through a pipe: its last words reach failed.json and the report."""
     config, runner = tmp_path / "study.json", tmp_path / "runner.py"
     config.write_text(json.dumps({"output_dir": tmpfs_dir, "datasets": {"toy": "data"}, "methods": ["dla"],
-                                  "seeds": [0]}))
+                                  "seeds": [0, 1]}))
     runner.write_text(_RUNNER_ON_A_SMALL_DISK)
     copy = str(tmp_path / "copy")
     done = subprocess.run(small_disk(tmpfs_dir, "64k") + [sys.executable, str(runner), str(config),
@@ -255,7 +260,9 @@ def test_a_full_disk_cannot_hide_why_a_study_run_failed(tmp_path, tmpfs_dir):
     assert done.returncode == 0, done.stderr
     run_dir = os.path.join(tmpfs_dir, "runs", "toy", "all", "dla", "seed0")
     cause = ("DiskFullError: [Errno 28] No space left on device (the disk is full: 0 bytes free on its file system when "
-             "the write failed): '%s/model/ultra_multr.DLA.ckpt'" % run_dir)
+             "the write failed): '%s/model/ultra_multr.DLA.ckpt'")
+    no_room = cause.replace("model/ultra_multr.DLA.ckpt", "failed.json").replace("DiskFullError: ", "")
+    cause = cause % run_dir
     copied = os.path.join(copy, "runs", "toy", "all", "dla", "seed0")
     with open(os.path.join(copied, "train.stderr")) as handle:
         stderr_file = handle.read()
@@ -272,3 +279,12 @@ def test_a_full_disk_cannot_hide_why_a_study_run_failed(tmp_path, tmpfs_dir):
     with open(os.path.join(copy, "runner.log")) as handle:
         assert "FAILED %s: %s" % (run_dir, reported) in handle.read()
     assert "FAILED %s: %s" % (run_dir, reported) in done.stderr  # the console
+
+    # Where failed.json does not fit either, the runner reports that and goes on (the log is on the full disk too).
+    run_dir = run_dir.replace("seed0", "seed1")
+    reported = json.loads(done.stdout)[run_dir]
+    assert reported.startswith("step 'train' exited with code 1 (its stderr: %s/train.stderr" % run_dir)
+    assert ("); failed.json could not be written: %s; its stderr ended with:\n" % (no_room % run_dir)) in reported
+    assert reported.endswith(cause.replace("seed0", "seed1"))
+    assert "FAILED %s: %s" % (run_dir, reported) in done.stderr
+    assert not os.path.exists(os.path.join(copied.replace("seed0", "seed1"), "failed.json"))
