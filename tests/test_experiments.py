@@ -425,6 +425,37 @@ def test_restart_kills_a_step_left_running_in_the_run_folder_before_wiping_it(tm
         leftover.wait()
 
 
+_NOISY_FAILING_STEP = r"""
+import sys
+for i in range(6000):  # interleaved: the runner must drain stderr while stdout goes to its file
+    sys.stdout.write("stdout line %06d\n" % i)
+    sys.stderr.write("stderr line %06d of a long step\n" % i)
+sys.stderr.write("ValueError: the cause\n")
+sys.exit(3)
+"""
+
+
+def test_a_failed_step_keeps_its_whole_stderr_and_reports_its_tail(tmp_path):
+    from ultra_multr.experiments.stderr_copy import TAIL_BYTES
+
+    (run,) = expand_runs(load_config(_write_config(tmp_path)))[:1]
+    argv = [sys.executable, "-c", _NOISY_FAILING_STEP]
+    report = run_all([run], str(tmp_path / "out"), commands=lambda run: [("train", argv)], progress=False)
+    stderr = "".join("stderr line %06d of a long step\n" % i for i in range(6000)) + "ValueError: the cause\n"
+    assert open(os.path.join(run.run_dir, "train.stderr")).read() == stderr  # complete, ~190 kB
+    assert open(os.path.join(run.run_dir, "train.stdout")).read() == "".join("stdout line %06d\n" % i for i in range(6000))
+
+    failed = json.loads(open(os.path.join(run.run_dir, "failed.json")).read())
+    reason = "step 'train' exited with code 3 (its stderr: %s)" % os.path.join(run.run_dir, "train.stderr")
+    assert failed["reason"] == reason and failed["argv"] == argv
+    tail = failed["stderr_tail"]  # the last 64 KiB, cut at a line start
+    assert stderr.endswith(tail) and stderr[-len(tail) - 1] == "\n" and TAIL_BYTES - 50 < len(tail) <= TAIL_BYTES
+
+    last_lines = "".join("\n    stderr line %06d of a long step" % i for i in range(5981, 6000)) + "\n    ValueError: the cause"
+    assert report.failed == {run.run_dir: reason + "; its stderr ended with:" + last_lines}
+    assert ("FAILED %s: %s" % (run.run_dir, report.failed[run.run_dir])) in (tmp_path / "out" / "runner.log").read_text()
+
+
 # ----------------------------------------------------------------------------- tables
 
 

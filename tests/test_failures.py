@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -166,34 +167,124 @@ def small_disk(mount_point, size="256k"):
 
 
 @pytest.fixture
-def tmpfs_model_dir(tmp_path):
-    """An empty dir on which each main.py run gets its own small tmpfs (skip where namespaces are not allowed)."""
-    model_dir = tmp_path / "model"
-    model_dir.mkdir()
+def tmpfs_dir(tmp_path):
+    """An empty dir on which each command run under :func:`small_disk` gets its own small tmpfs (skip where
+    namespaces are not allowed)."""
+    small = tmp_path / "small_disk"
+    small.mkdir()
     try:
-        probe = subprocess.run(small_disk(str(model_dir), "4k") + ["true"], capture_output=True, text=True, timeout=30)
+        probe = subprocess.run(small_disk(str(small), "4k") + ["true"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as error:
         pytest.skip("cannot run unshare: %s" % error)
     if probe.returncode != 0:
         pytest.skip("cannot mount a tmpfs in a user namespace here: %s" % probe.stderr.strip())
-    return str(model_dir)
+    return str(small)
 
 
-def test_a_full_disk_names_the_simulator_checkpoint(ultra_main, synthetic_data_dir, tmp_path, tmpfs_model_dir):
+def test_a_full_disk_names_the_simulator_checkpoint(ultra_main, synthetic_data_dir, tmp_path, tmpfs_dir):
     settings = write_settings(tmp_path, "multr_dla.json", algorithm_hparams="sample_num=2,simulator_steps=4,"
                               "simulator_batch_size=16,seed=0,rerank_pilot_steps=1")  # a simulator of ~800 kB
-    run = run_ultra_main(ultra_main, main_args(settings, tmpfs_model_dir, synthetic_data_dir, "--max_train_iteration",
-                                               "2"), cwd=str(tmp_path), check=False, wrapper=small_disk(tmpfs_model_dir))
+    run = run_ultra_main(ultra_main, main_args(settings, tmpfs_dir, synthetic_data_dir, "--max_train_iteration",
+                                               "2"), cwd=str(tmp_path), check=False, wrapper=small_disk(tmpfs_dir))
     assert run.returncode != 0
     assert ("DiskFullError: [Errno 28] No space left on device (the disk is full: 0 bytes free on its file system when "
-            "the write failed): '%s/ultra_multr.MULTR.simulator.ckpt" % tmpfs_model_dir) in run.stderr
+            "the write failed): '%s/ultra_multr.MULTR.simulator.ckpt" % tmpfs_dir) in run.stderr
 
 
-def test_a_full_disk_names_main_pys_ranker_checkpoint(ultra_main, synthetic_data_dir, tmp_path, tmpfs_model_dir):
+def test_a_full_disk_names_main_pys_ranker_checkpoint(ultra_main, synthetic_data_dir, tmp_path, tmpfs_dir):
     settings = write_settings(tmp_path, ranker="hidden_layer_sizes=[1024]")  # a ranker of ~90 kB on a 64 kB disk
-    run = run_ultra_main(ultra_main, main_args(settings, tmpfs_model_dir, synthetic_data_dir, "--max_train_iteration",
+    run = run_ultra_main(ultra_main, main_args(settings, tmpfs_dir, synthetic_data_dir, "--max_train_iteration",
                                                "2", "--steps_per_checkpoint", "2"),
-                         cwd=str(tmp_path), check=False, wrapper=small_disk(tmpfs_model_dir, "64k"))
+                         cwd=str(tmp_path), check=False, wrapper=small_disk(tmpfs_dir, "64k"))
     assert run.returncode != 0 and "RuntimeError" in run.stderr  # torch.save's own words name neither file nor cause
     assert ("ultra_multr: main.py could not save the ranker checkpoint %s/ultra_multr.DLA.ckpt: the disk is full (No "
-            "space left on device: 0 bytes free on its file system)" % tmpfs_model_dir) in run.stderr
+            "space left on device: 0 bytes free on its file system)" % tmpfs_dir) in run.stderr
+
+
+# A step on a full disk: its DiskFullError traceback cannot go to train.stderr.  Then, for seed 0, as when another
+# run frees its files, space comes back: failed.json fits, and so does the step's output from then on.  Seed 1 leaves
+# the disk full, and its failed.json (with 10 kB of stderr) cannot fit in the page its step.json leaves.
+_STEP_FILLING_ITS_DISK = r"""
+import atexit, fcntl, json, os, struct, sys, termios, time
+from ultra_multr.data.ultra_format import atomic_write_bytes
+
+def wait_until_the_runner_read_our_stderr():
+    while struct.unpack("i", fcntl.ioctl(2, termios.FIONREAD, b"0000"))[0]:
+        time.sleep(0.01)
+
+def free_the_disk():  # runs after Python printed the traceback
+    sys.stderr.flush()
+    wait_until_the_runner_read_our_stderr()
+    os.write(2, b"(a mark the runner reads only after its write of the traceback failed)\n")
+    wait_until_the_runner_read_our_stderr()
+    os.close(filler)
+    os.remove("filler")
+    os.write(2, b"written once the disk had room again\n")
+
+seed = json.load(open("run.json"))["seed"]
+if seed == 1:
+    sys.stderr.write("a line of the step's log\n" * 400)
+filler = os.open("filler", os.O_WRONLY | os.O_CREAT)
+try:
+    while True:
+        os.write(filler, b"0" * 4096)
+except OSError:
+    pass
+if seed == 0:
+    atexit.register(free_the_disk)
+atomic_write_bytes(os.path.abspath(os.path.join("model", "ultra_multr.DLA.ckpt")), b"0" * 10000)
+"""
+
+_RUNNER_ON_A_SMALL_DISK = r"""
+import json, logging, shutil, sys
+from ultra_multr.experiments.runner import expand_runs, load_config, run_all
+logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+config = load_config(sys.argv[1])
+step = [sys.executable, "-c", sys.argv[2]]
+report = run_all(expand_runs(config), config.output_dir, commands=lambda run: [("train", step)], progress=False)
+shutil.copytree(config.output_dir, sys.argv[3])  # the small disk ends with this process's namespace
+print(json.dumps(report.failed))
+"""
+
+
+def test_a_full_disk_cannot_hide_why_a_study_run_failed(tmp_path, tmpfs_dir):
+    """The runner reads a step's stderr through a pipe: its last words reach failed.json and the report."""
+    config, runner = tmp_path / "study.json", tmp_path / "runner.py"
+    config.write_text(json.dumps({"output_dir": tmpfs_dir, "datasets": {"toy": "data"}, "methods": ["dla"],
+                                  "seeds": [0, 1]}))
+    runner.write_text(_RUNNER_ON_A_SMALL_DISK)
+    copy = str(tmp_path / "copy")
+    done = subprocess.run(small_disk(tmpfs_dir, "64k") + [sys.executable, str(runner), str(config),
+                                                            _STEP_FILLING_ITS_DISK, copy],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    run_dir = os.path.join(tmpfs_dir, "runs", "toy", "all", "dla", "seed0")
+    cause = ("DiskFullError: [Errno 28] No space left on device (the disk is full: 0 bytes free on its file system when "
+             "the write failed): '%s/model/ultra_multr.DLA.ckpt'")
+    no_room = cause.replace("model/ultra_multr.DLA.ckpt", "failed.json").replace("DiskFullError: ", "")
+    cause = cause % run_dir
+    copied = os.path.join(copy, "runs", "toy", "all", "dla", "seed0")
+    with open(os.path.join(copied, "train.stderr")) as handle:
+        stderr_file = handle.read()
+    assert "DiskFullError" not in stderr_file and stderr_file.endswith("written once the disk had room again\n")
+    with open(os.path.join(copied, "failed.json")) as handle:
+        failed = json.load(handle)
+    lacking = re.fullmatch(r"step 'train' exited with code 1 \(its stderr: %s/train.stderr lacks (\d+) byte\(s\) of it: "
+                           r"\[Errno 28\] No space left on device\)" % re.escape(run_dir), failed["reason"])
+    assert lacking and int(lacking.group(1)) > len(cause)
+    assert cause + "\n(a mark" in failed["stderr_tail"]
+    reported = json.loads(done.stdout)[run_dir]
+    assert reported.startswith(failed["reason"] + "; its stderr ended with:\n    ")  # its last 20 lines, indented
+    assert cause + "\n    (a mark" in reported
+    with open(os.path.join(copy, "runner.log")) as handle:
+        assert "FAILED %s: %s" % (run_dir, reported) in handle.read()
+    assert "FAILED %s: %s" % (run_dir, reported) in done.stderr  # the console
+
+    # Where failed.json does not fit either, the runner reports that and goes on (the log is on the full disk too).
+    run_dir = run_dir.replace("seed0", "seed1")
+    reported = json.loads(done.stdout)[run_dir]
+    assert reported.startswith("step 'train' exited with code 1 (its stderr: %s/train.stderr" % run_dir)
+    assert ("); failed.json could not be written: %s; its stderr ended with:\n" % (no_room % run_dir)) in reported
+    assert reported.endswith(cause.replace("seed0", "seed1"))
+    assert "FAILED %s: %s" % (run_dir, reported) in done.stderr
+    assert not os.path.exists(os.path.join(copied.replace("seed0", "seed1"), "failed.json"))

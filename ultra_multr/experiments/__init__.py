@@ -11,7 +11,7 @@ ones stay usable without torch or ULTRA):
 * :mod:`.runner` -- run a config of methods x datasets x folds x seeds (CLI ``ultra-multr-run``), with
   :mod:`.study_config` (the config), :mod:`.runs` (run folders, commands, done / pending / stale),
   :mod:`.lock` (one runner per output folder), :mod:`.processes` (the steps' process groups) and
-  :mod:`.execute` (one run), :mod:`.executors` (local pool or submitit: SLURM, submitit-local, debug) and
-  :mod:`.slurm_config` (the SLURM job array's resources)
+  :mod:`.execute` (one run; a step's stderr through :mod:`.stderr_copy`), :mod:`.executors` (local pool or
+  submitit: SLURM, submitit-local, debug) and :mod:`.slurm_config` (the SLURM job array's resources)
 * :mod:`.aggregate` -- Table 2 style tables, significance markers, Figure 3
 """

@@ -1,4 +1,10 @@
-"""Execute one run in its folder: each step (main.py, evaluation) as a subprocess with its thread count."""
+"""Execute one run in its folder: each step (main.py, evaluation) as a subprocess with its thread count.
+
+A step's stdout goes to ``<step>.stdout``; its stderr is read through a pipe
+(:mod:`.stderr_copy`), copied on to ``<step>.stderr`` and its tail kept in
+memory, so that a failed step's last words reach ``failed.json`` and the
+runner's report even when the run folder's disk is full.
+"""
 from __future__ import annotations
 
 import json
@@ -14,6 +20,10 @@ from ..session_budget import read_summary as read_session_budget
 from .evaluate import PER_QUERY_CSV
 from .processes import CHILDREN, STEP_FILE, kill_group, kill_leftover_step
 from .runs import DONE_FILE, FAILED_FILE, RUN_FILE, SETTINGS_FILE, CommandFactory, RunSpec
+from .stderr_copy import StderrCopy
+
+#: Lines of a failed step's stderr in the runner's report (failed.json holds up to stderr_copy.TAIL_BYTES).
+REPORT_LINES = 20
 
 
 def resolve_threads(workers: int, threads: Optional[int] = None, environ: Mapping[str, str] = os.environ) -> int:
@@ -42,19 +52,30 @@ def thread_env(threads: int, seed: int) -> Dict[str, str]:
     return env
 
 
-def _tail(path: str, lines: int = 20) -> str:
-    with open(path, errors="replace") as handle:
-        return "".join(handle.readlines()[-lines:])
+def write_failure(run_dir: str, reason: str, **details: Any) -> str:
+    """``<run_dir>/failed.json``: the reason and what explains it (a step's argv and stderr tail, or a traceback).
+
+    Best effort (the disk may be full): returns ``reason``, followed by why
+    failed.json could not be written if it could not.
+    """
+    try:
+        os.makedirs(run_dir, exist_ok=True)
+        atomic_write_text(os.path.join(run_dir, FAILED_FILE), json.dumps({"reason": reason, **details}, indent=1) + "\n")
+    except OSError as error:
+        return "%s; %s could not be written: %s" % (reason, FAILED_FILE, error)
+    return reason
 
 
-def write_failure(run_dir: str, reason: str, **details: Any) -> None:
-    """``<run_dir>/failed.json``: the reason and what explains it (a step's argv and stderr tail, or a traceback)."""
-    os.makedirs(run_dir, exist_ok=True)
-    atomic_write_text(os.path.join(run_dir, FAILED_FILE), json.dumps({"reason": reason, **details}, indent=1) + "\n")
+def _last_lines(text: str) -> str:
+    """The last REPORT_LINES lines of a step's stderr, indented, for the runner's report."""
+    if not text.strip():
+        return "; its stderr was empty"
+    lines = text.rstrip("\n").split("\n")[-REPORT_LINES:]
+    return "; its stderr ended with:\n" + "\n".join("    " + line for line in lines)
 
 
 def execute_run(run: RunSpec, commands: CommandFactory, threads: int) -> Optional[str]:
-    """Run one pending run; returns None on success, else a one-line reason."""
+    """Run one pending run; returns None on success, else the reason (a failed step's: with its stderr's last lines)."""
     if os.path.isdir(run.run_dir):  # left over from an interrupted or failed attempt
         kill_leftover_step(run.run_dir)
         shutil.rmtree(run.run_dir)
@@ -68,32 +89,29 @@ def execute_run(run: RunSpec, commands: CommandFactory, threads: int) -> Optiona
     timings = {}
     for step, argv in commands(run):
         step_start = time.time()
-        out_path = os.path.join(run.run_dir, step + ".stdout")
-        err_path = os.path.join(run.run_dir, step + ".stderr")
-        with open(out_path, "w") as out, open(err_path, "w") as err:
-            process = CHILDREN.start(
-                argv, cwd=run.run_dir, env=thread_env(threads, run.seed), stdout=out, stderr=err, stdin=subprocess.DEVNULL
+        with open(os.path.join(run.run_dir, step + ".stdout"), "w") as out:  # stdout goes straight to its file
+            process = CHILDREN.start(argv, cwd=run.run_dir, env=thread_env(threads, run.seed), stdout=out,
+                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        try:
+            stderr = StderrCopy(process.stderr, os.path.join(run.run_dir, step + ".stderr"))
+            atomic_write_text(
+                os.path.join(run.run_dir, STEP_FILE),
+                json.dumps({"step": step, "pgid": process.pid, "host": socket.gethostname()}) + "\n",
             )
-            try:
-                atomic_write_text(
-                    os.path.join(run.run_dir, STEP_FILE),
-                    json.dumps({"step": step, "pgid": process.pid, "host": socket.gethostname()}) + "\n",
-                )
-                code = process.wait()
-            finally:
-                if process.poll() is None:
-                    kill_group(process.pid)
-                CHILDREN.finished(process)
+            code = process.wait()
+        finally:
+            if process.poll() is None:
+                kill_group(process.pid)
+            CHILDREN.finished(process)
+        tail = stderr.finish()
         os.remove(os.path.join(run.run_dir, STEP_FILE))
         timings[step] = round(time.time() - step_start, 2)
         if code != 0:
-            reason = "step %r exited with code %d (see %s)" % (step, code, err_path)
-            write_failure(run.run_dir, reason, argv=argv, stderr_tail=_tail(err_path))
-            return reason
+            lacking = stderr.file_note()
+            reason = "step %r exited with code %d (its stderr: %s)" % (step, code, lacking or stderr.path)
+            return write_failure(run.run_dir, reason, argv=argv, stderr_tail=tail) + _last_lines(tail)
     if not os.path.isfile(os.path.join(run.run_dir, PER_QUERY_CSV)):
-        reason = "the steps finished but wrote no %s" % PER_QUERY_CSV
-        write_failure(run.run_dir, reason)
-        return reason
+        return write_failure(run.run_dir, "the steps finished but wrote no %s" % PER_QUERY_CSV)
     done = {"fingerprint": run.fingerprint, "data": run.data_id, "seconds": round(time.time() - started, 2), "step_seconds": timings,
             "sessions": read_session_budget(run.run_dir)}
     atomic_write_text(os.path.join(run.run_dir, DONE_FILE), json.dumps(done, indent=1) + "\n")

@@ -21,11 +21,13 @@ process group; SIGINT / SIGTERM to the runner kill those groups, on Linux a
 child also gets SIGKILL when the runner dies (``PR_SET_PDEATHSIG``), and a
 restarted runner kills a step still running in a run folder (recorded in
 ``step.json``) before it wipes that folder.  Progress goes to tqdm and to
-``<output_dir>/runner.log``.
+``<output_dir>/runner.log``; the line of a run whose step failed ends with
+the last lines of that step's stderr, read through a pipe (:mod:`.stderr_copy`),
+so they reach the log and ``failed.json`` even when the run folder's disk is full.
 
 Modules: :mod:`.study_config` (the config), :mod:`.runs` (run folders,
 commands, done / pending / stale), :mod:`.lock` (runner.lock),
-:mod:`.processes` (process groups, signals), :mod:`.execute` (one run),
+:mod:`.processes` (process groups, signals), :mod:`.execute` (one run), :mod:`.stderr_copy` (a step's stderr),
 :mod:`.executors` (pool or submitit), :mod:`.slurm_config` (the job array's resources).
 """
 from __future__ import annotations
@@ -158,7 +160,7 @@ def _collect(outcomes: Iterator[Outcome], n_pending: int, progress: bool, log: l
             for count, (run, reason, details) in enumerate(outcomes, 1):
                 if reason is not None:
                     if details:  # execute_run did not get to write failed.json
-                        write_failure(run.run_dir, reason, **details)
+                        reason = write_failure(run.run_dir, reason, **details)
                     failed[run.run_dir] = reason
                     log.error("[%d/%d] FAILED %s: %s", count, n_pending, run.run_dir, reason)
                 else:
