@@ -16,6 +16,9 @@ from ultra_multr import tensorboard
 # Results of passed data checks (ultra_multr.data.check_cache) go to a directory of this session, not ~/.cache;
 # main.py subprocesses inherit it.
 os.environ.setdefault("ULTRA_MULTR_CACHE", tempfile.mkdtemp(prefix="ultra_multr-cache-"))
+# main.py subprocesses start no early data checks (ultra_multr.compat.startup): on the suite's small data a second
+# process only costs CPU (a Python and numpy start per main.py run). The tests of them ask for `early_checks`.
+os.environ.setdefault("ULTRA_MULTR_EARLY_CHECKS", "0")
 from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
 
 # Test tensors are small: one intra-op thread avoids OpenMP hand-offs that cost
@@ -93,6 +96,12 @@ def device(request) -> str:
     "cpu" case also checks that a CPU model meets ULTRA's CUDA metrics.
     """
     return request.param
+
+
+@pytest.fixture()
+def early_checks(monkeypatch) -> None:
+    """main.py runs (and the start-up hook's functions) start early data checks, as by default outside the suite."""
+    monkeypatch.delenv("ULTRA_MULTR_EARLY_CHECKS", raising=False)
 
 
 @pytest.fixture(scope="session")

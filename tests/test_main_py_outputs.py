@@ -29,12 +29,19 @@ def main_args(settings, model_dir, data_dir, *extra):
             "--output_dir", model_dir + "/out/", "--batch_size", "16"] + list(extra)
 
 
-def test_training_curves_and_a_trec_ranklist(ultra_main, synthetic_data_dir, tmp_path):
+def test_training_curves_and_a_trec_ranklist(ultra_main, synthetic_data_dir, tmp_path, monkeypatch, early_checks):
+    """Also the early data checks (ultra_multr.compat.startup): these two runs are the suite's proof that
+    they run in a second process whose results main.py's checks then reuse, and that they can be switched off."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+    monkeypatch.setenv("ULTRA_MULTR_CACHE", str(tmp_path / "cache"))  # empty: only the second process fills it
     settings, model_dir = dla_settings(tmp_path), str(tmp_path / "model")
-    run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--max_train_iteration", "3",
-                                         "--steps_per_checkpoint", "2"), cwd=str(tmp_path))
+    train = run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--max_train_iteration", "3",
+                                                 "--steps_per_checkpoint", "2"), cwd=str(tmp_path))
+    assert re.search(r"data checks ran in a second process started at start-up \(pid \d+, exit status 0\); "
+                     r"waited \d+\.\d s for it", train.stderr), train.stderr
+    assert all("data checks of %s: the files are the ones that passed on" % split in train.stderr
+               for split in ("train", "valid")), train.stderr
     events = EventAccumulator(os.path.join(model_dir, "train_log"))
     events.Reload()
     tags = set(events.Tags()["scalars"])
@@ -45,7 +52,11 @@ def test_training_curves_and_a_trec_ranklist(ultra_main, synthetic_data_dir, tmp
     assert all(e.value == pytest.approx(1.0) for e in events.Scalars("propensity/position_01"))
     assert events.Scalars("propensity/position_10")[-1].value != pytest.approx(1.0)  # it learns
 
-    run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--test_only", "True"), cwd=str(tmp_path))
+    monkeypatch.setenv("ULTRA_MULTR_EARLY_CHECKS", "0")
+    test = run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--test_only", "True"),
+                          cwd=str(tmp_path))
+    assert "second process" not in test.stderr and "data checks of test passed" in test.stderr
+    assert "data checks of test: the files are the ones" not in test.stderr  # checked here, in full
     with open(os.path.join(model_dir, "out", "test.ranklist")) as handle:
         lines = handle.read().splitlines()
     assert len(lines) == sum(1 for _ in open(os.path.join(synthetic_data_dir, "test", "test.feature")))
@@ -57,7 +68,7 @@ def test_training_curves_and_a_trec_ranklist(ultra_main, synthetic_data_dir, tmp
     assert scores == sorted(scores, reverse=True)
 
 
-def test_main_py_names_a_bad_line_in_the_split_it_reads(ultra_main, tmp_path):
+def test_main_py_names_a_bad_line_in_the_split_it_reads(ultra_main, tmp_path, early_checks):
     from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
 
     data_dir = write_synthetic_ultra_dataset(str(tmp_path / "data"), {"train": 8, "valid": 3, "test": 3})
@@ -68,8 +79,12 @@ def test_main_py_names_a_bad_line_in_the_split_it_reads(ultra_main, tmp_path):
     with open(path, "w") as handle:
         handle.write("\n".join(lines) + "\n")
     settings = dla_settings(tmp_path)
-    with pytest.raises(AssertionError, match=r"test\.feature:3: value of feature 3 is 'nan'; expected a finite number"):
-        run_ultra_main(ultra_main, main_args(settings, str(tmp_path / "m"), data_dir, "--test_only", "True"), cwd=str(tmp_path))
+    run = run_ultra_main(ultra_main, main_args(settings, str(tmp_path / "m"), data_dir, "--test_only", "True"),
+                         cwd=str(tmp_path), check=False)
+    assert run.returncode != 0
+    # The early checks (a second process) failed too; main.py's own check names the line.
+    assert re.search(r"(?s)started at start-up \(pid \d+, exit status 1\).*DataCheckError: \S+test\.feature:3: "
+                     r"value of feature 3 is 'nan'; expected a finite number", run.stderr), run.stderr
 
 
 def test_main_py_checks_the_splits_it_reads():
@@ -85,8 +100,9 @@ def test_main_py_checks_the_splits_it_reads():
     assert splits_main_py_reads(Namespace(**dict(args, click_model_dir="cm/"))) == ["train", "valid"]  # ULTRE: ultre_checks
 
 
-def test_main_py_failures_before_our_code_name_the_culprit(ultra_main, tmp_path):
-    """ULTRA reads the data and the settings before creating our algorithm: the start-up hook explains."""
+def test_main_py_failures_before_our_code_name_the_culprit(ultra_main, tmp_path, early_checks):
+    """ULTRA reads the data and the settings before creating our algorithm: the start-up hook explains
+    (while its early checks run in a second process)."""
     from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
 
     data_dir = write_synthetic_ultra_dataset(str(tmp_path / "data"), {"train": 8, "valid": 3, "test": 3})

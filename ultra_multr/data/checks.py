@@ -47,6 +47,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..compat.startup import splits_main_py_reads, wait_for_early_checks
 from . import check_cache
 from .feature_fields import DataCheckError, ZeroIndexLines, check_feature_block, line_blocks
 
@@ -374,29 +375,23 @@ def check_ends_in_newline(path: str) -> None:
             )
 
 
-def splits_main_py_reads(args: argparse.Namespace) -> List[str]:
-    """The split prefixes ULTRA's ``main.py`` reads with these arguments.
-
-    ``--test_only``: the test split; otherwise train and valid, and test with
-    ``--test_while_train``.  main.py's ``--data_format`` is unused by ULTRA:
-    its reader goes by the files present, and so do the checks.
-    """
-    if args.test_only:
-        return [args.test_data_prefix]
-    return [args.train_data_prefix, args.valid_data_prefix] + ([args.test_data_prefix] if args.test_while_train else [])
-
-
 def check_main_py_data(args: argparse.Namespace) -> None:
     """Check the splits ULTRA's main.py reads with these arguments, in the layout it reads them.
 
     With ``--click_model_dir`` main.py's reader takes ULTRA's ULTRE layout
-    (:mod:`.ultre_checks`); otherwise ULTRA's own or the libsvm layout.
+    (:mod:`.ultre_checks`); otherwise ULTRA's own or the libsvm layout, after
+    waiting for the checks the start-up hook started in a second process
+    (:func:`~ultra_multr.compat.startup.start_early_checks`): the splits they
+    passed are then found in the check cache.
 
     Raises:
         DataCheckError: naming the file and line (or the split) of the first problem.
     """
     splits = splits_main_py_reads(args)
     if args.click_model_dir is None:
+        waited = wait_for_early_checks()
+        if waited:
+            LOGGER.info(waited)
         check_data_dir(args.data_dir, splits)
         return
     from .ultre_checks import check_ultre_split  # imports checks: not at module level

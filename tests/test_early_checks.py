@@ -1,0 +1,91 @@
+"""The early data checks: the start-up hook checks the splits main.py will read in a second process.
+
+What main.py does with them (it waits, then its own checks reuse the cache the second process filled;
+a bad file is still named by file and line; the off switch) is shown by the main.py runs of
+tests/test_main_py_outputs.py.  Here: which command lines start them, and a real interpreter start
+of a stand-in main.py (the hook's part only, without torch or ULTRA: fast).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ultra_multr.compat import startup
+from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
+
+STAND_IN = """\
+import ultra_multr.compat.startup as startup
+print(startup.EARLY_CHECKS.args[3:] if startup.EARLY_CHECKS else None)
+print(startup.wait_for_early_checks(60))
+"""
+
+
+@pytest.fixture()
+def main_py(tmp_path):
+    """A stand-in for ULTRA's main.py (beside an ``ultra`` package), small data and a settings file of ours."""
+    (tmp_path / "ULTRA" / "ultra").mkdir(parents=True)
+    (tmp_path / "ULTRA" / "main.py").write_text(STAND_IN)
+    write_synthetic_ultra_dataset(str(tmp_path / "data"), {"train": 6, "valid": 3, "test": 3}, n_features=5)
+    (tmp_path / "ours.json").write_text(json.dumps({"learning_algorithm": "ultra_multr.DLA"}))
+    (tmp_path / "ultras.json").write_text(json.dumps({"learning_algorithm": "ultra.learning_algorithm.DLA"}))
+    return str(tmp_path / "ULTRA" / "main.py")
+
+
+def test_main_py_arguments_are_read_as_main_py_reads_them():
+    def splits(*argv):
+        args = startup.parse_main_py_argv(argv)
+        return None if args is None else startup.splits_main_py_reads(args)
+
+    assert splits("--data_dir", "d", "--batch_size", "16") == ["train", "valid"]
+    assert splits("--data_dir=d", "--test_while_train", "1", "--valid_data_prefix=dev") == ["train", "dev", "test"]
+    assert splits("--test_data_prefix", "t2", "--data_dir", "d", "--test_only=True") == ["t2"]
+    assert splits("--data_dir", "d", "--test_only", "") == ["train", "valid"]  # type=bool: only "" is False
+    assert splits("--batch_size", "16") is None  # no --data_dir
+    assert splits("--data_dir", "d", "-h") is None
+    args = startup.parse_main_py_argv(["--data_dir", "d", "--click_model_dir", "cm", "--setting_file=s.json"])
+    assert (args.data_dir, args.click_model_dir, args.setting_file) == ("d", "cm", "s.json")
+
+
+def test_which_starts_check_early(main_py, tmp_path, monkeypatch, early_checks):
+    monkeypatch.chdir(tmp_path)
+
+    def command(*args, script=main_py):
+        found = startup.early_checks_command([script, "--setting_file", "ours.json"] + list(args))
+        return None if found is None else found[1:]
+
+    assert command("--data_dir", "data") == ["-m", "ultra_multr.data.checks", "data", "--splits", "train", "valid"]
+    assert command("--data_dir", "data", "--test_only", "True")[-2:] == ["--splits", "test"]
+    assert command("--data_dir", "data", script=str(tmp_path / "main.py")) is None  # no ultra package beside it
+    assert command("--data_dir", "nowhere") is None
+    assert command("--data_dir", "data", "--click_model_dir", "cm") is None  # ULTRE: its checks keep no cache
+    assert command("--data_dir", "data", "--setting_file", "ultras.json") is None  # ULTRA's own algorithm
+    assert command("--data_dir", "data", "--setting_file", "missing.json") is None
+    monkeypatch.setenv(startup.EARLY_CHECKS_ENV, "0")
+    assert command("--data_dir", "data") is None
+
+
+def test_the_hook_starts_them_at_interpreter_start_and_the_switch_turns_them_off(main_py, tmp_path, early_checks):
+    env = dict(os.environ, ULTRA_MULTR_CACHE=str(tmp_path / "cache"))
+
+    def run(env):
+        return subprocess.run([sys.executable, main_py, "--data_dir", "data", "--setting_file", "ours.json"],
+                              cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120, check=True)
+
+    off = run(dict(env, **{startup.EARLY_CHECKS_ENV: "0"}))
+    assert off.stdout.splitlines() == ["None", "None"] and not (tmp_path / "cache").exists()
+    lines = run(env).stdout.splitlines()
+    assert lines[0] == "['data', '--splits', 'train', 'valid']"
+    assert "second process started at start-up" in lines[1] and "exit status 0" in lines[1]
+    assert len(os.listdir(tmp_path / "cache" / "checks")) == 2  # one passed split each
+
+
+def test_a_second_process_that_does_not_finish_is_stopped(monkeypatch):
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    monkeypatch.setattr(startup, "EARLY_CHECKS", process)
+    assert "still running after 0.1 s; stopped it, checking here" in startup.wait_for_early_checks(0.1)
+    assert process.returncode is not None and startup.EARLY_CHECKS is None
+    assert startup.wait_for_early_checks() is None  # waited for once
