@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from conftest import require_ultra
 from ultra_multr.compat import startup
 from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
 
@@ -81,6 +82,20 @@ def test_the_hook_starts_them_at_interpreter_start_and_the_switch_turns_them_off
     assert lines[0] == "['data', '--splits', 'train', 'valid']"
     assert "second process started at start-up" in lines[1] and "exit status 0" in lines[1]
     assert len(os.listdir(tmp_path / "cache" / "checks")) == 2  # one passed split each
+
+
+def test_the_runners_seeded_main_starts_them_too(main_py, tmp_path, monkeypatch, capsys, early_checks):
+    """The study runner starts main.py through seeded_main, whose own start the hook does not take for main.py's."""
+    require_ultra()
+    from ultra_multr.experiments.seeded_main import main as seeded_main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ULTRA_MULTR_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    seeded_main(["--seed", "0", main_py, "--data_dir", "data", "--setting_file", "ours.json", "--test_only", "1"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "['data', '--splits', 'test']" and "exit status 0" in lines[1]
 
 
 def test_a_second_process_that_does_not_finish_is_stopped(monkeypatch):

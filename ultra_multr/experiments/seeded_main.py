@@ -3,7 +3,9 @@
 main.py sets no seed: its click simulation draws from ``random`` and the
 models initialise from torch's generator.  This wrapper seeds them and then
 executes main.py as ``__main__`` (``runpy``), exactly as ``python main.py``
-would, so a run is a function of its seed.
+would, so a run is a function of its seed.  It starts the early data checks
+the start-up hook starts for ``python main.py``
+(:func:`ultra_multr.compat.startup.start_early_checks`).
 
 Usage::
 
@@ -15,6 +17,8 @@ import os
 import runpy
 import sys
 from typing import List, Sequence
+
+from ..compat.startup import start_early_checks
 
 
 def _parse(argv: Sequence[str]) -> tuple:
@@ -41,11 +45,13 @@ def _parse(argv: Sequence[str]) -> tuple:
 
 def main(argv: List[str] = None) -> None:
     seed, main_py, rest = _parse(sys.argv[1:] if argv is None else argv)
+    sys.argv = [main_py] + rest
+    # What the start-up hook does for `python main.py` (it saw this module's arguments): before torch imports.
+    start_early_checks(sys.argv)
     # Our algorithms also seed from their seed= hparam; this covers ULTRA's own classes.
     from ..algorithms.base import seed_everything
 
     seed_everything(seed)
-    sys.argv = [main_py] + rest
     # `python main.py` puts the script's directory first on sys.path.
     sys.path.insert(0, os.path.dirname(main_py))
     runpy.run_path(main_py, run_name="__main__")
