@@ -31,8 +31,11 @@ starts" line; for ULTRA's DLA the start of main.py's training loop), the
 ranker steps (first update to main.py's "global step" line, per step), and
 the tail (final validation, checkpoint).  The data checks keep their results
 in ``<workdir>/cache``: the first run that checks parses the files, later
-runs only hash them (column ``checks_cached``).  Peak RSS is the child's
-``ru_maxrss``; RSS is also sampled from /proc at the phase lines.
+runs only hash them (column ``checks_cached``: "no" for a run that found no
+result there).  The first parse happens in the second process the start-up
+hook starts (unless ``ULTRA_MULTR_EARLY_CHECKS=0``), and ``checks_s``
+includes the wait for it.  Peak RSS is the child's ``ru_maxrss``; RSS is
+also sampled from /proc at the phase lines.
 
 Writes ``NAME.csv`` (one row per run) and ``NAME.md`` (medians and ranges
 per configuration, the extrapolation to ``--extrapolate-steps`` ranker
@@ -146,8 +149,10 @@ def run_once(main_py: str, config: str, data_dir: str, args: argparse.Namespace,
         "--max_train_iteration", str(args.steps - 1), "--steps_per_checkpoint", str(args.steps),
         "--batch_size", str(args.batch_size),
     ]
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),
-               ULTRA_MULTR_CACHE=os.path.join(workdir, "cache"),  # the first checking run checks in full
+    cache = os.path.join(workdir, "cache")  # the first checking run checks in full
+    # With early checks the log says "not parsed again" at the first start too (the second process parsed).
+    checked_before = os.path.isdir(os.path.join(cache, "checks")) and bool(os.listdir(os.path.join(cache, "checks")))
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads), ULTRA_MULTR_CACHE=cache,
                PYTHONPATH=os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     started = time.perf_counter()
     process = subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -170,11 +175,14 @@ def run_once(main_py: str, config: str, data_dir: str, args: argparse.Namespace,
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
     total = time.perf_counter() - started
-    return row_of(config, times, values, rss, total, usage.ru_maxrss / 1024.0, process.returncode, args)
+    return row_of(config, times, values, rss, total, usage.ru_maxrss / 1024.0, process.returncode, args, checked_before)
 
 
-def row_of(config, times, values, rss, total, peak_mb, exit_code, args) -> Dict:
-    """Phase durations of one run from its event times and reported durations (None: not seen)."""
+def row_of(config, times, values, rss, total, peak_mb, exit_code, args, checked_before: bool) -> Dict:
+    """Phase durations of one run from its event times and reported durations (None: not seen).
+
+    ``checked_before``: the check cache held results when the run started (else its checks parsed the files).
+    """
 
     def between(a: str, b: str) -> Optional[float]:
         return times[b] - times[a] if a in times and b in times else None
@@ -200,7 +208,7 @@ def row_of(config, times, values, rss, total, peak_mb, exit_code, args) -> Dict:
         "peak_rss_mb": peak_mb,
         "ultra_import_s": times.get("ultra_imported"),
         "ultra_read_s": between("ultra_imported", "ultra_read"),
-        "checks_cached": "" if "checks" not in values else "yes" if "checks_cached" in times else "no",
+        "checks_cached": "" if "checks" not in values else "yes" if checked_before and "checks_cached" in times else "no",
         "checks_s": values.get("checks"),
         "model_feeds_s": model_feeds,
         "simulator_s": values.get("simulator"),

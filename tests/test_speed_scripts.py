@@ -43,7 +43,7 @@ def test_profile_reports_both_steps():
     assert out.count("Self CPU time total") == 2
 
 
-def test_benchmark_scale_tiny_mode_prints_a_row_per_run_with_its_phases(tmp_path):
+def test_benchmark_scale_tiny_mode_prints_a_row_per_run_with_its_phases(tmp_path, early_checks):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO_ROOT, os.environ.get("PYTHONPATH", "")]))
     out = tmp_path / "tiny"
     result = subprocess.run(
@@ -60,5 +60,7 @@ def test_benchmark_scale_tiny_mode_prints_a_row_per_run_with_its_phases(tmp_path
     for name in ("simulator_s", "expected_pass_s"):
         assert float(runs["multr_expected"][name]) > 0 and runs["dla"][name] == "", name
     assert runs["multr_expected"]["pilot_s"] == ""  # the default rerank_weight=randomized runs no pilot
+    # The first run's checks parsed the files (in the early checks' second process), the second's found them passed.
+    assert (runs["dla"]["checks_cached"], runs["multr_expected"]["checks_cached"]) == ("no", "yes")
     assert "## Extrapolated to 10000 ranker steps (not measured)" in (tmp_path / "tiny.md").read_text()
     assert (tmp_path / "tiny.csv").read_text().count("\n") == 3
