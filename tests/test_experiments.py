@@ -671,11 +671,11 @@ def test_evaluate_checkpoint_writes_consistent_outputs(tmp_path):
     import torch
 
     from ultra_multr.compat.runtime import create_ranking_model, score_documents
-    from ultra_multr.data.synthetic import synthetic_queries
+    from ultra_multr.data.synthetic import iter_synthetic_queries
     from ultra_multr.data.ultra_format import write_settings, write_split
     from ultra_multr.experiments.evaluate import evaluate_run, read_per_query_csv
 
-    queries = synthetic_queries(8, n_features=6, seed=5)
+    queries = list(iter_synthetic_queries(8, n_features=6, seed=5))
     queries[3].labels[:] = 0.0  # ULTRA's reader drops it
     write_split(str(tmp_path / "data"), "test", queries)
     write_settings(str(tmp_path / "data"), 6, 4)
