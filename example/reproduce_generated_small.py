@@ -43,7 +43,7 @@ def write_dataset(directory: str, recipe: dict) -> None:
 
     ``recipe``: seed, train_queries, features and optionally valid_queries (30),
     test_queries (200), docs_per_query ([15, 30]), initial_noise (1.0, the initial ranker's noise), signal (2.0)
-    and ranker_feature (False) of :func:`ultra_multr.data.synthetic.synthetic_queries`.
+    and ranker_feature (False) of :func:`ultra_multr.data.synthetic.iter_synthetic_queries`.
 
     Raises:
         ValueError: ``directory`` holds data generated with another recipe.

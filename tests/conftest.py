@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -113,6 +114,22 @@ def ultra_main() -> str:
 def synthetic_data_dir(tmp_path_factory) -> str:
     """A small ULTRA data directory: 60/12/12 queries, 6-15 docs, 20 features, labels 0-4."""
     return write_synthetic_ultra_dataset(str(tmp_path_factory.mktemp("synthetic")))
+
+
+def write_toy_study(directory) -> dict:
+    """A small ULTRA data directory ``directory/data`` (16/6/8 queries, 8 features, labels 0-4) and a
+    position-based click model ``directory/click.json``; returns the study config's ``settings`` and
+    ``main_args`` for a 4-step run on them (ranker of one hidden layer of 8, batches of 8)."""
+    write_synthetic_ultra_dataset(os.path.join(str(directory), "data"), {"train": 16, "valid": 6, "test": 8},
+                                  n_features=8)
+    with open(os.path.join(str(directory), "click.json"), "w") as handle:
+        json.dump({"model_name": "position_biased_model", "eta": 1.0, "click_prob": [0.1, 0.3, 0.5, 0.7, 1.0],
+                   "exam_prob": [1.0 / (i + 1) for i in range(15)]}, handle)
+    return {
+        "settings": {"train_input_hparams": {"click_model_json": "click.json"},
+                     "ranking_model_hparams": {"hidden_layer_sizes": [8]}},
+        "main_args": {"batch_size": 8, "max_train_iteration": 4, "steps_per_checkpoint": 2},
+    }
 
 
 def run_ultra_main(

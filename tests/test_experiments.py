@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import require_ultra
+from conftest import require_ultra, write_toy_study
 
 from ultra_multr.experiments import methods as registry
 from ultra_multr.experiments.aggregate import (
@@ -671,11 +671,11 @@ def test_evaluate_checkpoint_writes_consistent_outputs(tmp_path):
     import torch
 
     from ultra_multr.compat.runtime import create_ranking_model, score_documents
-    from ultra_multr.data.synthetic import synthetic_queries
+    from ultra_multr.data.synthetic import iter_synthetic_queries
     from ultra_multr.data.ultra_format import write_settings, write_split
     from ultra_multr.experiments.evaluate import evaluate_run, read_per_query_csv
 
-    queries = synthetic_queries(8, n_features=6, seed=5)
+    queries = list(iter_synthetic_queries(8, n_features=6, seed=5))
     queries[3].labels[:] = 0.0  # ULTRA's reader drops it
     write_split(str(tmp_path / "data"), "test", queries)
     write_settings(str(tmp_path / "data"), 6, 4)
@@ -749,24 +749,13 @@ def test_runner_trains_through_ultra_main_and_matches_ultra_evaluation(tmp_path)
     """One DLA run through ULTRA's unmodified main.py; our test metrics equal main.py --test_only's."""
     require_ultra()
 
-    from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
     from ultra_multr.experiments.runner import find_main_py
 
     try:
         main_py = find_main_py()
     except FileNotFoundError as error:
         pytest.skip(str(error))
-    write_synthetic_ultra_dataset(str(tmp_path / "data"), {"train": 16, "valid": 6, "test": 8}, n_features=8)
-    (tmp_path / "click.json").write_text(json.dumps(
-        {"model_name": "position_biased_model", "eta": 1.0, "click_prob": [0.1, 0.3, 0.5, 0.7, 1.0],
-         "exam_prob": [1.0 / (i + 1) for i in range(15)]}
-    ))
-    config = _write_config(
-        tmp_path, datasets={"toy": "data"}, methods=["dla"], seeds=[0],
-        settings={"train_input_hparams": {"click_model_json": "click.json"},
-                  "ranking_model_hparams": {"hidden_layer_sizes": [8]}},
-        main_args={"batch_size": 8, "max_train_iteration": 4, "steps_per_checkpoint": 2},
-    )
+    config = _write_config(tmp_path, datasets={"toy": "data"}, methods=["dla"], seeds=[0], **write_toy_study(tmp_path))
     (run,) = expand_runs(load_config(config))
     report = run_all([run], str(tmp_path / "out"), progress=False)
     assert not report.failed, report.failed

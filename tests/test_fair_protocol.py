@@ -139,26 +139,6 @@ def test_the_position_only_model_is_the_click_rate_per_position():
     assert model.log_likelihood([(clicks, mask)]) == pytest.approx(expected / 3)
 
 
-def build_baseline(data_dir, algorithm, hparams):
-    """A baseline wired as main.py wires it (cf. test_multr_ultra.build), and its padded training set."""
-    data = ultra.utils.read_data(data_dir, "train", None, 0)
-    settings = {
-        "train_input_feed": "ultra_multr.feeds.ClickSimulationFeed",
-        "train_input_hparams": "click_model_json=%s,seed=0" % CASCADE,
-        "ranking_model": "ultra.ranking_model.DNN",
-        "ranking_model_hparams": "hidden_layer_sizes=[32,16]",
-        "learning_algorithm": algorithm,
-        "learning_algorithm_hparams": hparams,
-        "metrics": ["ndcg"],
-        "metrics_topn": [10],
-        "objective_metric": "ndcg_10",
-        "max_candidate_num": data.rank_list_size,
-        "selection_bias_cutoff": 10,
-    }
-    data.pad(data.rank_list_size)
-    return ultra.utils.find_class(algorithm)(data, settings), data
-
-
 TUNE = "seed=1,device=cpu,log_every=0,tune=learning_rate,tune_grid=[0.01,0.5,0.05],tune_pilot_steps=3,pilot_min_queries=1"
 
 
@@ -167,7 +147,7 @@ def test_a_baselines_pilot_takes_the_best_candidate_counts_its_sessions_and_leav
 ):
     from ultra_multr.algorithms import rerank_weight, tuning
 
-    model, _ = build_baseline(synthetic_data_dir, "ultra_multr.DLA", TUNE)
+    model, _, _ = build(synthetic_data_dir, TUNE, algorithm="ultra_multr.DLA")
     before = [p.detach().clone() for p in model.model.parameters()]
     # a validation score peaked at learning rate 0.5: the argmax must find it (not the first, not the last)
     monkeypatch.setattr(rerank_weight, "validation_metric", lambda algorithm, _: 1 - abs(algorithm.hparams.learning_rate - 0.5))
@@ -183,7 +163,7 @@ def test_a_baselines_pilot_takes_the_best_candidate_counts_its_sessions_and_leav
 def test_a_baselines_pilot_refuses_too_few_validation_queries(synthetic_data_dir, caplog):
     from ultra_multr.algorithms import tuning
 
-    model, _ = build_baseline(synthetic_data_dir, "ultra_multr.Naive", TUNE.replace("pilot_min_queries=1", "pilot_min_queries=30"))
+    model, _, _ = build(synthetic_data_dir, TUNE.replace("pilot_min_queries=1", "pilot_min_queries=30"), algorithm="ultra_multr.Naive")
     with caplog.at_level(logging.WARNING, logger="ultra_multr"):
         chosen = tuning.tune(model, read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=16)
     assert chosen == 0.05 and "only 12 validation queries (< pilot_min_queries=30)" in caplog.text
@@ -202,7 +182,7 @@ def test_bad_tune_hparams_are_named(synthetic_data_dir, algorithm, hparams, mess
     from ultra_multr.config import HParamError
 
     with pytest.raises(HParamError, match=message):
-        build_baseline(synthetic_data_dir, algorithm, hparams)
+        build(synthetic_data_dir, hparams, algorithm=algorithm)
 
 
 def test_the_sessions_table_lists_each_runs_phases_and_pilot_choices(tmp_path):

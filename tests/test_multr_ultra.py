@@ -11,7 +11,6 @@ from conftest import REPO_ROOT, require_ultra, run_ultra_main
 
 ultra = require_ultra()
 
-from ultra_multr.algorithms.multr import MULTR  # noqa: E402  (needs ULTRA)
 from ultra_multr.config import HParamError  # noqa: E402
 
 CASCADE = os.path.join(REPO_ROOT, "settings", "click_models", "cascade_eps0.1_ymax4.json")
@@ -132,23 +131,25 @@ def test_missing_click_model_file_is_named(ultra_main, synthetic_data_dir, tmp_p
 
 # -- in-process checks ------------------------------------------------------
 
-def build(data_dir, hparams, seed_feed=0, feed="ultra_multr.feeds.ClickSimulationFeed", feed_hparams=None):
-    """MULTR and a training feed, wired the way main.py wires them."""
+def build(data_dir, hparams, seed_feed=0, feed="ultra_multr.feeds.ClickSimulationFeed", feed_hparams=None,
+          algorithm="ultra_multr.MULTR"):
+    """An algorithm (MULTR's with :func:`small_data` hparams) and a training feed, wired the way main.py wires them."""
     data = ultra.utils.read_data(data_dir, "train", None, 0)
     settings = {
         "train_input_feed": feed,
         "train_input_hparams": feed_hparams or "click_model_json=%s,seed=%d" % (CASCADE, seed_feed),
         "ranking_model": "ultra.ranking_model.DNN",
         "ranking_model_hparams": "hidden_layer_sizes=[32,16]",
-        "learning_algorithm": "ultra_multr.MULTR",
-        "learning_algorithm_hparams": small_data(hparams),
+        "learning_algorithm": algorithm,
+        "learning_algorithm_hparams": small_data(hparams) if "MULTR" in algorithm else hparams,
         "metrics": ["ndcg"],
         "metrics_topn": [10],
+        "objective_metric": "ndcg_10",
         "max_candidate_num": data.rank_list_size,
         "selection_bias_cutoff": 10,
     }
     data.pad(data.rank_list_size)
-    model = MULTR(data, settings)
+    model = ultra.utils.find_class(algorithm)(data, settings)
     feed = ultra.utils.find_class(feed)(model, 16, settings["train_input_hparams"])
     return model, feed, data
 

@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from conftest import require, require_ultra
+from conftest import require, require_ultra, write_toy_study
 
 from ultra_multr.experiments.executors import ARRAY_FILE, make_executor, refuse_a_running_array
 from ultra_multr.experiments.runner import ConfigError, expand_runs, find_main_py, load_config, main, run_all
@@ -71,20 +71,12 @@ def test_a_finished_study_needs_no_cluster_to_be_skipped(tmp_path):
 def test_a_main_py_run_through_a_submitit_job_equals_the_pool_bitwise(tmp_path):
     """A DLA run through ULTRA's main.py in a pickled submitit job (as on SLURM) writes the pool's metrics."""
     require_ultra()
-    from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
 
     try:
         find_main_py()
     except FileNotFoundError as error:
         pytest.skip(str(error))
-    write_synthetic_ultra_dataset(str(tmp_path / "data"), {"train": 16, "valid": 6, "test": 8}, n_features=8)
-    (tmp_path / "click.json").write_text(json.dumps(
-        {"model_name": "position_biased_model", "eta": 1.0, "click_prob": [0.1, 0.3, 0.5, 0.7, 1.0],
-         "exam_prob": [1.0 / (i + 1) for i in range(15)]}
-    ))
-    study = dict(seeds=[3], settings={"train_input_hparams": {"click_model_json": "click.json"},
-                                      "ranking_model_hparams": {"hidden_layer_sizes": [8]}},
-                 main_args={"batch_size": 8, "max_train_iteration": 4, "steps_per_checkpoint": 2})
+    study = dict(seeds=[3], **write_toy_study(tmp_path))
     metrics = {}
     for name in ("local", "submitit-local"):
         (run,) = expand_runs(load_config(_study(tmp_path, name, **study)))

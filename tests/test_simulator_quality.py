@@ -14,7 +14,7 @@ from ultra_multr.click_model_evaluation import (
     score_models,
     train_simulator,
 )
-from ultra_multr.data.synthetic import synthetic_queries
+from ultra_multr.data.synthetic import iter_synthetic_queries
 
 N = 5
 
@@ -38,7 +38,7 @@ def sample(model, lists, n_sessions, generator):
 
 
 def test_simulator_comes_within_a_few_percent_of_the_true_cascade_model():
-    lists = query_lists(synthetic_queries(30, (3, 6), n_features=8, max_label=2, seed=1), N)
+    lists = query_lists(list(iter_synthetic_queries(30, (3, 6), n_features=8, max_label=2, seed=1)), N)
     truth = cm.CascadeModel(cm.graded_click_prob(0.1, 2))
     generator = torch.Generator().manual_seed(0)
     train, heldout = sample(truth, lists, 3000, generator), sample(truth, lists, 5000, generator)

@@ -1,6 +1,6 @@
-"""Start-up reads of the data under main.py: the data checks read each data file once, and the
-model dir's identity and MULTR's simulator fingerprint reuse that read (issue 19); feeds share one
-feature matrix per data set."""
+"""Start-up reads of the data under main.py: the data checks read each data file once (ULTRA's own
+layout and the ULTRE layout), and the model dir's identity and MULTR's simulator fingerprint reuse
+that read (issue 19); feeds share one feature matrix per data set."""
 from __future__ import annotations
 
 import argparse
@@ -21,6 +21,7 @@ from ultra_multr.compat.model_dir import check_model_dir  # noqa: E402
 from ultra_multr.data import checks  # noqa: E402
 from ultra_multr.data.synthetic import write_synthetic_ultra_dataset  # noqa: E402
 from ultra_multr.feeds import ClickSimulationFeed, data_fingerprint, feature_matrix, query_subset  # noqa: E402
+from ultra_multr.logs.synthetic import pbm_session_log, write_ultre_dataset  # noqa: E402
 
 SETTINGS = {
     "learning_algorithm": "ultra_multr.MULTR",
@@ -44,28 +45,43 @@ def read_counts(monkeypatch, data_dir):
     return counts
 
 
-def test_checks_identity_and_simulator_fingerprint_read_each_data_file_once(tmp_path, monkeypatch, capsys):
-    data_dir = write_synthetic_ultra_dataset(str(tmp_path / "data"), {"train": 6, "valid": 3, "test": 3}, n_features=5)
-    train_set = ultra.utils.read_data(data_dir, "train", None)  # ULTRA's own read, before main.py calls us
+def write_layout(directory, layout):
+    """A small data directory in ULTRA's own layout or in the ULTRE layout (clicks in ``pbm/``, grades in valid),
+    5 features; returns (data dir, click_model_dir, the files main.py's train and valid read)."""
+    if layout == "ultra":
+        data_dir = write_synthetic_ultra_dataset(directory, {"train": 6, "valid": 3, "test": 3}, n_features=5)
+        return data_dir, None, ["settings.json"] + [
+            os.path.join(split, split + suffix) for split in ("train", "valid") for suffix in (".feature", ".init_list", ".labels")
+        ]
+    log = pbm_session_log(n_queries=4, n_sessions=20, n_features=5, seed=3)
+    data_dir = write_ultre_dataset(directory, log, click_model_dir="pbm/", eval_queries=3)
+    return data_dir, "pbm/", ["settings.json", "train/train.feature", "train/train.init_list", "train/pbm/train.labels",
+                              "valid/valid.feature", "valid/valid.init_list", "valid/valid.labels"]
+
+
+@pytest.mark.parametrize("layout", ["ultra", "ultre"])
+def test_checks_identity_and_simulator_fingerprint_read_each_data_file_once(tmp_path, monkeypatch, layout):
+    data_dir, click_model_dir, files = write_layout(str(tmp_path / "data"), layout)
+    train_set = ultra.utils.read_data(data_dir, "train", click_model_dir)  # ULTRA's own read, before main.py calls us
+    ClickSimulationFeed.preprocess_data(train_set, "", {})  # main.py's hook: ULTRE data in ULTRA's layout
     counts = read_counts(monkeypatch, os.path.abspath(data_dir))
     args = argparse.Namespace(
         model_dir=str(tmp_path / "model"), data_dir=data_dir, train_data_prefix="train", valid_data_prefix="valid",
-        test_data_prefix="test", click_model_dir=None, batch_size=16, max_list_cutoff=0, test_only=False,
+        test_data_prefix="test", click_model_dir=click_model_dir, batch_size=16, max_list_cutoff=0, test_only=False,
         test_while_train=False, max_train_iteration=10,
     )
-    checks.check_data_dir(data_dir, checks.splits_main_py_reads(args))  # PluginAlgorithm.__init__
+    checks.check_main_py_data(args)  # PluginAlgorithm.__init__
     check_model_dir(args, dict(SETTINGS), 5)  # the identity file
     fingerprint = data_fingerprint(train_set)  # MULTR's simulator checkpoint metadata
-    files = ["settings.json"] + [
-        os.path.join(split, split + suffix) for split in ("train", "valid") for suffix in (".feature", ".init_list", ".labels")
-    ]
     assert dict(counts) == {name: 1 for name in files}
     assert os.path.isfile(os.path.join(args.model_dir, "ultra_multr.MULTR.ckpt.identity.json"))
+    assert checks.checked_fingerprint(data_dir, ["train"], click_model_dir) is not None  # not from the features
     assert fingerprint == data_fingerprint(train_set) and sum(counts.values()) == len(files)
     # The hashes stand for the files as they were: a file changed since is read (and hashed) again.
-    os.utime(os.path.join(data_dir, "train", "train.labels"), ns=(1, 1))
-    checks.data_fingerprint(data_dir, ["train"])
-    assert counts["train/train.labels"] == counts["train/train.feature"] == 2
+    labels = files[3]
+    os.utime(os.path.join(data_dir, labels), ns=(1, 1))
+    checks.data_fingerprint(data_dir, ["train"], click_model_dir)
+    assert counts[labels] == counts["train/train.feature"] == 2
 
 def test_feeds_views_and_passes_share_one_feature_matrix(synthetic_data_dir):
     train_set = ultra.utils.read_data(synthetic_data_dir, "train", None)

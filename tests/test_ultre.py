@@ -13,8 +13,7 @@ from conftest import REPO_ROOT, require_ultra, run_ultra_main
 
 ultra = require_ultra()
 
-from ultra_multr.data.checks import DataCheckError, read_settings  # noqa: E402
-from ultra_multr.data.ultre_checks import check_ultre_split  # noqa: E402
+from ultra_multr.data.checks import DataCheckError, check_split, read_settings  # noqa: E402
 from ultra_multr.logs.synthetic import pbm_session_log, write_ultre_dataset  # noqa: E402
 from ultra_multr.logs.ultre_feed import UltreSessionFeed  # noqa: E402
 
@@ -37,8 +36,8 @@ def read_split(data_dir, split):
 
 def test_generated_ultre_dir_passes_the_checks(ultre_dir):
     settings = read_settings(ultre_dir)
-    assert check_ultre_split(ultre_dir, "train", "pbm/", settings) == 240
-    assert check_ultre_split(ultre_dir, "test", "pbm/", settings) == 6  # no click file: the grades
+    assert check_split(ultre_dir, "train", settings, "pbm/").queries == 240
+    assert check_split(ultre_dir, "test", settings, "pbm/").queries == 6  # no click file: the grades
 
 
 @pytest.mark.parametrize(
@@ -61,7 +60,7 @@ def test_ultre_check_errors_name_file_and_line(ultre_dir, tmp_path, file, edit, 
         handle.write(edit(text))
     split = file.split("/")[0]
     with pytest.raises(DataCheckError, match=message):
-        check_ultre_split(broken, split, "pbm/", read_settings(broken))
+        check_split(broken, split, read_settings(broken), "pbm/")
 
 
 def test_conversion_keeps_every_session_in_its_logged_order(ultre_dir, ultre_log):

@@ -281,7 +281,8 @@ def data_fingerprint(data_set: Any) -> str:
     """
     digest = hashlib.sha256()
     path, prefix = getattr(data_set, "data_path", None), getattr(data_set, "file_prefix", None)
-    files = checks.checked_fingerprint(path, [prefix]) if path and prefix else None
+    click_model_dir = getattr(data_set, "click_model_dir", None)  # ULTRA read the ULTRE layout
+    files = checks.checked_fingerprint(path, [prefix], click_model_dir) if path and prefix else None
     if files is not None:
         digest.update(("files %s" % files).encode())
     else:

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import hashlib
 import json
 import logging
 import os
@@ -69,35 +68,14 @@ def checkpoint_path(model_dir: str, learning_algorithm: str) -> str:
     return os.path.join(model_dir, "%s.ckpt" % learning_algorithm)
 
 
-def _data_sha256(args: argparse.Namespace) -> str:
-    """Fingerprint of the training and validation data main.py reads.
-
-    ULTRA's and the libsvm layout: from the hashes the data checks took while
-    reading (no second read at start-up).  ULTRE data (``--click_model_dir``),
-    which the checks do not read: every file under the two split folders.
-    """
-    splits = [args.train_data_prefix, args.valid_data_prefix]
-    if args.click_model_dir is None:
-        return checks.data_fingerprint(args.data_dir, splits)
-    digest = hashlib.sha256()
-    paths = [os.path.join(args.data_dir, "settings.json")]
-    for split in splits:
-        for root, dirs, files in os.walk(os.path.join(args.data_dir, split)):
-            dirs.sort()
-            paths.extend(os.path.join(root, name) for name in sorted(files))
-    for path in paths:
-        digest.update(os.path.relpath(path, args.data_dir).encode() + b"\0")
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
-
-
 def run_identity(args: argparse.Namespace, exp_settings: dict, feature_size: int) -> Dict:
     """What a training run in ``args.model_dir`` is a function of (JSON-ready)."""
     return {
         "data_dir": os.path.abspath(args.data_dir),
-        "data_sha256": _data_sha256(args),
+        # from the hashes the data checks took while reading (no second read at start-up)
+        "data_sha256": checks.data_fingerprint(
+            args.data_dir, [args.train_data_prefix, args.valid_data_prefix], args.click_model_dir
+        ),
         "click_model_dir": args.click_model_dir,
         "batch_size": args.batch_size,
         "max_list_cutoff": args.max_list_cutoff,

@@ -281,8 +281,9 @@ def early_checks_command(argv: Sequence[str]) -> Optional[List[str]]:
 
     None when no early checks are due: switched off (``ULTRA_MULTR_EARLY_CHECKS=0``),
     the script is not ULTRA's main.py, no ``--data_dir`` or not a directory,
-    ``--help``, the ULTRE layout (``--click_model_dir``: its checks keep no
-    cache), or an algorithm that is not ours (nothing would wait for them).
+    ``--help``, the ULTRE layout (``--click_model_dir``: the second process knows ULTRA's layout
+    only, so ULTRE data is checked in the main process, as before), or an algorithm that is not ours
+    (nothing would wait for them).
     """
     if os.environ.get(EARLY_CHECKS_ENV) == "0" or not argv or not is_ultra_main_py(argv[0]):
         return None

@@ -21,9 +21,12 @@ Layouts, chosen per split ``S`` as ULTRA chooses them (by the files present):
   (``qid i0 i1 ...``, indices of ``.feature`` lines) and ``S/S.labels`` (the
   same queries in the same order, one label per listed document);
 - libsvm: ``S/S.txt`` (``label qid:Q index:value ...``; lines of one query
-  may be anywhere; integer labels; no ``#`` comments, which ULTRA cannot read).
+  may be anywhere; integer labels; no ``#`` comments, which ULTRA cannot read);
+- ULTRA's ULTRE layout, which ULTRA reads whenever main.py has a
+  ``--click_model_dir``: checked by :mod:`.ultre_checks`, hashed and cached
+  as the others.
 
-Both need ``settings.json`` with a positive integer ``feature_size`` and a
+All need ``settings.json`` with a positive integer ``feature_size`` and a
 ``max_label``; every file must end in a newline; labels lie in
 0..max_label; at least one query is one ULTRA keeps (two or more documents,
 a label > 0).  Feature indices follow ULTRA's semantics
@@ -43,7 +46,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -54,7 +57,9 @@ from .feature_fields import DataCheckError, ZeroIndexLines, check_feature_block,
 LOGGER = logging.getLogger("ultra_multr")
 
 SPLITS = ("train", "valid", "test")
-LAYOUT_FILES = {"ultra": (".feature", ".init_list", ".labels"), "libsvm": (".txt",)}
+#: The files of a split per layout; ULTRE's ".labels" is the file :func:`.ultre.labels_path` names.
+LAYOUT_FILES = {"ultra": (".feature", ".init_list", ".labels"), "libsvm": (".txt",),
+                "ultre": (".feature", ".init_list", ".labels")}
 
 
 @dataclass(frozen=True)
@@ -77,10 +82,12 @@ class SplitSummary:
     """Counts of one checked split and the files read.
 
     Attributes:
-        layout: "ultra" or "libsvm".
+        layout: "ultra", "libsvm" or "ultre".
         documents: document lines (``.feature`` or ``.txt``).
-        queries: queries (``.init_list`` lines, or distinct qids).
-        kept_queries: queries ULTRA keeps (>= 2 documents, a label > 0).
+        queries: queries (``.init_list`` lines, or distinct qids); ULTRE:
+            logged lists (``.init_list`` lines).
+        kept_queries: queries ULTRA keeps (>= 2 documents, a label > 0);
+            ULTRE: lists of >= 2 documents.
         files: (path relative to the data dir, sha256) of each file read.
     """
 
@@ -113,8 +120,13 @@ def read_settings(data_dir: str) -> DataSettings:
     return DataSettings(feature_size=feature_size, max_label=float(max_label), sha256=hashlib.sha256(raw).hexdigest())
 
 
-def check_data_dir(data_dir: str, splits: Sequence[str] = SPLITS) -> Dict[str, SplitSummary]:
+def check_data_dir(
+    data_dir: str, splits: Sequence[str] = SPLITS, click_model_dir: Optional[str] = None
+) -> Dict[str, SplitSummary]:
     """Check ``settings.json`` and each split; returns split -> summary.
+
+    ``click_model_dir``: main.py's ``--click_model_dir``, under which ULTRA
+    reads the ULTRE layout (None: ULTRA's own or libsvm).
 
     Raises:
         DataCheckError: at the first problem, naming the file and line or the split.
@@ -122,8 +134,8 @@ def check_data_dir(data_dir: str, splits: Sequence[str] = SPLITS) -> Dict[str, S
     settings_path = os.path.join(os.path.abspath(data_dir), "settings.json")
     _STAT_AT_CHECK[settings_path] = _stat(settings_path)
     settings = read_settings(data_dir)
-    summaries = {split: check_split(data_dir, split, settings) for split in splits}
-    _CHECKED[os.path.abspath(data_dir)] = (settings, dict(summaries))
+    summaries = {split: check_split(data_dir, split, settings, click_model_dir) for split in splits}
+    _CHECKED[(os.path.abspath(data_dir), click_model_dir)] = (settings, dict(summaries))
     return summaries
 
 
@@ -140,14 +152,40 @@ def split_layout(data_dir: str, split: str) -> str:
     )
 
 
-def check_split(data_dir: str, split: str, settings: DataSettings) -> SplitSummary:
-    """Check the files of one split in the layout ULTRA would read (see the module docstring)."""
-    layout = split_layout(data_dir, split)
+def split_files(data_dir: str, split: str, click_model_dir: Optional[str] = None) -> Tuple[str, List[str]]:
+    """(layout, paths of :data:`LAYOUT_FILES`) of the files ULTRA's reader reads for a split, which exist.
+
+    The layout is "ultre" with a ``click_model_dir`` (main.py's
+    ``--click_model_dir``), else :func:`split_layout`'s.
+
+    Raises:
+        DataCheckError: a file is missing.
+    """
+    layout = split_layout(data_dir, split) if click_model_dir is None else "ultre"
     base = os.path.join(data_dir, split, split)
-    for suffix in LAYOUT_FILES[layout]:
-        if not os.path.isfile(base + suffix):
-            raise DataCheckError("split %r: %s%s does not exist" % (split, base, suffix))
     paths = [base + suffix for suffix in LAYOUT_FILES[layout]]
+    if layout == "ultre":
+        from .ultre import labels_path  # here: ultre needs ULTRA, the checks do not
+
+        paths[-1] = labels_path(data_dir, split, click_model_dir)
+    for path in paths:
+        if not os.path.isfile(path):
+            if layout == "ultre" and path == paths[-1]:
+                raise DataCheckError(
+                    "split %r: neither %s nor %s exists (main.py --click_model_dir %r)"
+                    % (split, os.path.join(data_dir, split, click_model_dir + split + ".labels"), path, click_model_dir)
+                )
+            raise DataCheckError("split %r: %s does not exist" % (split, path))
+    return layout, paths
+
+
+def check_split(
+    data_dir: str, split: str, settings: DataSettings, click_model_dir: Optional[str] = None
+) -> SplitSummary:
+    """Check the files of one split in the layout ULTRA would read (see the module docstring;
+    ``click_model_dir`` as in :func:`check_data_dir`)."""
+    layout, paths = split_files(data_dir, split, click_model_dir)
+    base = os.path.join(data_dir, split, split)
     for path in paths:  # taken before reading: a file changed while read shows as changed later
         _STAT_AT_CHECK[os.path.abspath(path)] = _stat(path)
     key = check_cache.stat_key(paths, {"layout": layout, "feature_size": settings.feature_size,
@@ -163,17 +201,22 @@ def check_split(data_dir: str, split: str, settings: DataSettings) -> SplitSumma
     else:
         digests = {suffix: hashlib.sha256() for suffix in LAYOUT_FILES[layout]}
         warnings: List[str] = []
-        if layout == "ultra":
-            documents, qids, labels = _check_ultra_split(base, settings, digests, warnings)
+        if layout == "ultre":
+            from .ultre_checks import check_ultre_files  # imports checks: not at module level
+
+            documents, n_queries, kept = check_ultre_files(split, base, paths[-1], settings, digests, warnings)
         else:
-            documents, qids, labels = _check_libsvm_split(base + ".txt", settings, digests[".txt"], warnings)
-        kept = sum(1 for values in labels if len(values) >= 2 and values.sum() > 0)
-        if kept == 0:
-            raise DataCheckError(
-                "split %r (%s.*): none of its %d queries has two or more documents and a label > 0, so ULTRA "
-                "keeps none and stops with 'No valid query has been found.'" % (split, base, len(qids))
-            )
-        n_queries = len(qids)
+            if layout == "ultra":
+                documents, qids, labels = _check_ultra_split(base, settings, digests, warnings)
+            else:
+                documents, qids, labels = _check_libsvm_split(base + ".txt", settings, digests[".txt"], warnings)
+            kept = sum(1 for values in labels if len(values) >= 2 and values.sum() > 0)
+            if kept == 0:
+                raise DataCheckError(
+                    "split %r (%s.*): none of its %d queries has two or more documents and a label > 0, so ULTRA "
+                    "keeps none and stops with 'No valid query has been found.'" % (split, base, len(qids))
+                )
+            n_queries = len(qids)
         hashes = [digest.hexdigest() for digest in digests.values()]
         check_cache.store(key, hashes, {
             "documents": documents, "queries": n_queries, "kept_queries": kept, "warnings": warnings,
@@ -219,24 +262,26 @@ def _check_label_range(where: str, values: np.ndarray, settings: DataSettings) -
         )
 
 
-def check_feature_file(path: str, feature_size: int, digest=None, warnings: Optional[List[str]] = None) -> int:
-    """Check a ``.feature`` file; returns its number of lines (documents). Warns once if it uses index 0
-    (and appends the warning to ``warnings``)."""
-    documents = 0
+def checked_feature_blocks(path: str, feature_size: int, digest, warnings: List[str]) -> Iterator[Tuple[int, bytes]]:
+    """:func:`line_blocks` of a ``.feature`` file, each block checked before it is given; after the last,
+    warns once if the file uses index 0 (and appends the warning to ``warnings``)."""
     zeros = ZeroIndexLines()
-    for first, block in line_blocks(path, digest or hashlib.sha256()):
+    for first, block in line_blocks(path, digest):
         check_feature_block(path, first, block, feature_size, zeros)
-        documents += block.count(b"\n")
+        yield first, block
     _warn_zero_index(zeros, path, feature_size, warnings)
-    return documents
 
 
-def _warn_zero_index(zeros: ZeroIndexLines, path: str, feature_size: int, warnings: Optional[List[str]]) -> None:
+def check_feature_file(path: str, feature_size: int, digest, warnings: List[str]) -> int:
+    """Check a ``.feature`` file (see :func:`checked_feature_blocks`); returns its number of lines (documents)."""
+    return sum(block.count(b"\n") for _, block in checked_feature_blocks(path, feature_size, digest, warnings))
+
+
+def _warn_zero_index(zeros: ZeroIndexLines, path: str, feature_size: int, warnings: List[str]) -> None:
     warning = zeros.warning(path, feature_size)
     if warning:
         LOGGER.warning(warning)
-        if warnings is not None:
-            warnings.append(warning)
+        warnings.append(warning)
 
 
 def _check_libsvm_split(
@@ -281,34 +326,36 @@ def _libsvm_head_problem(line: bytes, head: List[bytes]):
     return None
 
 
-#: data dir -> (settings, split -> summary) of the last check in this process, and the size and
-#: modification time of each file read then (see :func:`data_fingerprint`).
-_CHECKED: Dict[str, Tuple[DataSettings, Dict[str, SplitSummary]]] = {}
+#: (data dir, click_model_dir) -> (settings, split -> summary) of the last check in this process, and the
+#: size and modification time of each file read then (see :func:`data_fingerprint`).
+_CHECKED: Dict[Tuple[str, Optional[str]], Tuple[DataSettings, Dict[str, SplitSummary]]] = {}
 _STAT_AT_CHECK: Dict[str, Tuple[int, int]] = {}
 
 
-def data_fingerprint(data_dir: str, splits: Sequence[str]) -> str:
-    """SHA-256 of ``settings.json`` and every file ULTRA reads for ``splits``.
+def data_fingerprint(data_dir: str, splits: Sequence[str], click_model_dir: Optional[str] = None) -> str:
+    """SHA-256 of ``settings.json`` and every file ULTRA reads for ``splits``
+    (``click_model_dir`` as in :func:`check_data_dir`).
 
     From the hashes taken while checking (:func:`checked_fingerprint`); splits
     not checked in this process, or changed since, are checked (read) again.
     """
-    fingerprint = checked_fingerprint(data_dir, splits)
+    fingerprint = checked_fingerprint(data_dir, splits, click_model_dir)
     if fingerprint is None:
-        check_data_dir(data_dir, splits)
-        fingerprint = checked_fingerprint(data_dir, splits)
+        check_data_dir(data_dir, splits, click_model_dir)
+        fingerprint = checked_fingerprint(data_dir, splits, click_model_dir)
     return fingerprint
 
 
-def checked_fingerprint(data_dir: str, splits: Sequence[str]) -> Optional[str]:
+def checked_fingerprint(data_dir: str, splits: Sequence[str], click_model_dir: Optional[str] = None) -> Optional[str]:
     """:func:`data_fingerprint` from the last check in this process, or None.
 
-    None when a split was not checked, or when any file read then has
-    another size or modification time now.
+    None when a split was not checked (in the layout ``click_model_dir``
+    selects), or when any file read then has another size or modification
+    time now.
     """
-    key = os.path.abspath(data_dir)
-    settings, summaries = _CHECKED.get(key, (None, {}))
-    if settings is None or any(split not in summaries for split in splits) or _changed_since_check(key):
+    data_dir = os.path.abspath(data_dir)
+    settings, summaries = _CHECKED.get((data_dir, click_model_dir), (None, {}))
+    if settings is None or any(split not in summaries for split in splits) or _changed_since_check(data_dir):
         return None
     digest = hashlib.sha256(("settings.json\0%s" % settings.sha256).encode())
     for split in splits:
@@ -387,18 +434,10 @@ def check_main_py_data(args: argparse.Namespace) -> None:
     Raises:
         DataCheckError: naming the file and line (or the split) of the first problem.
     """
-    splits = splits_main_py_reads(args)
-    if args.click_model_dir is None:
-        waited = wait_for_early_checks()
-        if waited:
-            LOGGER.info(waited)
-        check_data_dir(args.data_dir, splits)
-        return
-    from .ultre_checks import check_ultre_split  # imports checks: not at module level
-
-    settings = read_settings(args.data_dir)
-    for split in splits:
-        check_ultre_split(args.data_dir, split, args.click_model_dir, settings)
+    waited = wait_for_early_checks()  # the start-up hook's second process (ULTRA's layout only), if it started one
+    if waited:
+        LOGGER.info(waited)
+    check_data_dir(args.data_dir, splits_main_py_reads(args), args.click_model_dir)
 
 
 def main(argv: Sequence[str] = None) -> int:

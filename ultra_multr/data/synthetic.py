@@ -7,32 +7,11 @@ a noisy version of the true relevance, as a weak production ranker would give.
 from __future__ import annotations
 
 import os
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, Iterator, Tuple
 
 import numpy as np
 
 from .ultra_format import RankedQuery, query_order, write_libsvm_split, write_settings, write_split
-
-
-def synthetic_queries(
-    n_queries: int,
-    docs_per_query: Tuple[int, int] = (6, 15),
-    n_features: int = 20,
-    max_label: int = 4,
-    seed: int = 0,
-    qid_prefix: str = "q",
-    initial_noise: float = 1.0,
-    signal_seed: int = 0,
-    signal: float = 2.0,
-    ranker_feature: bool = False,
-) -> List[RankedQuery]:
-    """Random queries whose features carry their labels' signal (a list of :func:`iter_synthetic_queries`)."""
-    return list(
-        iter_synthetic_queries(
-            n_queries, docs_per_query, n_features, max_label, seed, qid_prefix, initial_noise, signal_seed,
-            signal, ranker_feature,
-        )
-    )
 
 
 def iter_synthetic_queries(

@@ -6,12 +6,15 @@ rest, keeps the last of two ``.feature`` lines with the same document id,
 reads labels with ``int()`` (a click rate stops it with a bare ValueError)
 and pairs ``.init_list`` and ``.labels`` lines by their order only, so a
 labels file one line short shifts every session's clicks silently.
-:func:`check_ultre_split` raises :class:`~ultra_multr.data.checks.DataCheckError`
+:func:`~ultra_multr.data.checks.check_data_dir` with a ``click_model_dir``
+checks the layout with :func:`check_ultre_files`, which reads each file once
+(hashing it on the way, for the check cache and the data fingerprint, as for
+ULTRA's own layout) and raises :class:`~ultra_multr.data.checks.DataCheckError`
 at the first problem:
 
 - every file ends in a newline; ``.feature`` lines are ``docid index:value ...``
   with indices in 1..feature_size and finite values
-  (:func:`~ultra_multr.data.checks.check_feature_file`), and no document id
+  (:func:`~ultra_multr.data.checks.checked_feature_blocks`), and no document id
   has two lines;
 - ``.init_list`` lines are ``qid:docid docid ...`` with document ids of ``.feature``;
 - the labels file ULTRA takes (:func:`~ultra_multr.data.ultre.labels_path`)
@@ -22,33 +25,31 @@ at the first problem:
 """
 from __future__ import annotations
 
-import os
-from typing import List, Tuple
+from typing import Dict, Iterable, Iterator, List, Tuple
 
-from .checks import DataCheckError, DataSettings, check_ends_in_newline, check_feature_file
+from .checks import DataCheckError, DataSettings, checked_feature_blocks
+from .feature_fields import line_blocks
 
 
-def check_ultre_split(data_dir: str, split: str, click_model_dir: str, settings: DataSettings) -> int:
-    """Check one ULTRE-layout split (see the module docstring); returns its number of lists.
+def check_ultre_files(
+    split: str, base: str, labels: str, settings: DataSettings, digests: Dict, warnings: List[str]
+) -> Tuple[int, int, int]:
+    """Check one ULTRE-layout split (see the module docstring); returns (documents, lists, lists of two or more
+    documents).
+
+    Args:
+        split: the split's name.
+        base: ``<data_dir>/S/S``, the prefix of its ``.feature`` and ``.init_list``.
+        labels: the labels file ULTRA takes (:func:`~ultra_multr.data.ultre.labels_path`).
+        settings: the data directory's settings.
+        digests: ".feature", ".init_list" and ".labels" (``labels``) -> the hash every byte read goes into.
+        warnings: the warnings given are appended here.
 
     Raises:
         DataCheckError: naming the file and line (or the split) of the first problem.
     """
-    from .ultre import labels_path  # here: ultre needs ULTRA, the checks do not
-
-    base = os.path.join(data_dir, split, split)
-    for suffix in (".feature", ".init_list"):
-        if not os.path.isfile(base + suffix):
-            raise DataCheckError("split %r: %s%s does not exist" % (split, base, suffix))
-    labels = labels_path(data_dir, split, click_model_dir)
-    if not os.path.isfile(labels):
-        raise DataCheckError(
-            "split %r: neither %s nor %s exists (main.py --click_model_dir %r)"
-            % (split, os.path.join(data_dir, split, click_model_dir + split + ".labels"), labels, click_model_dir)
-        )
-    check_feature_file(base + ".feature", settings.feature_size)
-    documents = _document_ids(base + ".feature")
-    lists = _qid_lines(base + ".init_list", "docid")
+    documents = _document_ids(base + ".feature", settings.feature_size, digests[".feature"], warnings)
+    lists = _qid_lines(base + ".init_list", "docid", digests[".init_list"])
     for number, (qid, doc_ids) in enumerate(lists, start=1):
         unknown = [doc_id for doc_id in doc_ids if doc_id not in documents]
         if unknown:
@@ -58,7 +59,7 @@ def check_ultre_split(data_dir: str, split: str, click_model_dir: str, settings:
             )
     clicks = labels != base + ".labels"
     high = 1 if clicks else settings.max_label
-    label_lines = _qid_lines(labels, "label")
+    label_lines = _qid_lines(labels, "label", digests[".labels"])
     if len(label_lines) != len(lists):
         raise DataCheckError(
             "%s has %d lines but %s.init_list has %d; expected one line per logged list in both"
@@ -81,41 +82,45 @@ def check_ultre_split(data_dir: str, split: str, click_model_dir: str, settings:
                     % (labels, number, qid, value,
                        "a click, 0 or 1" if clicks else "an integer grade 0..%g (max_label of settings.json)" % high)
                 )
-    if not any(len(doc_ids) >= 2 for _, doc_ids in lists):
+    kept = sum(1 for _, doc_ids in lists if len(doc_ids) >= 2)
+    if not kept:
         raise DataCheckError(
             "split %r (%s.init_list): none of its %d lists has two or more documents, so ULTRA keeps none"
             % (split, base, len(lists))
         )
-    return len(lists)
+    return len(documents), len(lists), kept
 
 
-def _document_ids(path: str) -> set:
-    """The document ids of a checked ``.feature`` file, refusing one with two lines."""
-    seen = {}
-    with open(path) as handle:
-        for number, line in enumerate(handle, start=1):
-            doc_id = line.split(" ", 1)[0].strip()
-            if doc_id in seen:
-                raise DataCheckError(
-                    "%s:%d: document %s already has line %d; expected one line per document id (ULTRA would keep "
-                    "the last)" % (path, number, doc_id, seen[doc_id])
-                )
-            seen[doc_id] = number
-    return set(seen)
+def _lines(blocks: Iterable[Tuple[int, bytes]]) -> Iterator[Tuple[int, str]]:
+    """(line number, line without its newline) of :func:`~ultra_multr.data.checks.line_blocks`' blocks."""
+    for first, block in blocks:
+        yield from enumerate(block.decode().split("\n")[:-1], start=first)
 
 
-def _qid_lines(path: str, what: str) -> List[Tuple[str, List[str]]]:
+def _document_ids(path: str, feature_size: int, digest, warnings: List[str]) -> Dict[str, int]:
+    """Check a ``.feature`` file; returns document id -> its line, refusing an id with two lines."""
+    seen: Dict[str, int] = {}
+    for number, line in _lines(checked_feature_blocks(path, feature_size, digest, warnings)):
+        doc_id = line.split(" ", 1)[0].strip()
+        if doc_id in seen:
+            raise DataCheckError(
+                "%s:%d: document %s already has line %d; expected one line per document id (ULTRA would keep "
+                "the last)" % (path, number, doc_id, seen[doc_id])
+            )
+        seen[doc_id] = number
+    return seen
+
+
+def _qid_lines(path: str, what: str, digest) -> List[Tuple[str, List[str]]]:
     """``qid:v0 v1 ...`` lines -> [(qid, [v0, v1, ...])]."""
-    check_ends_in_newline(path)
     rows = []
-    with open(path) as handle:
-        for number, line in enumerate(handle, start=1):
-            fields = line.split()
-            qid, sep, first = fields[0].partition(":") if fields else ("", "", "")
-            if not sep or not qid or not first:
-                raise DataCheckError(
-                    "%s:%d: %r; expected 'qid:%s %s ...' (ULTRE layout: the qid and the first %s joined by ':')"
-                    % (path, number, line.strip()[:60], what, what, what)
-                )
-            rows.append((qid, [first] + fields[1:]))
+    for number, line in _lines(line_blocks(path, digest)):
+        fields = line.split()
+        qid, sep, first = fields[0].partition(":") if fields else ("", "", "")
+        if not sep or not qid or not first:
+            raise DataCheckError(
+                "%s:%d: %r; expected 'qid:%s %s ...' (ULTRE layout: the qid and the first %s joined by ':')"
+                % (path, number, line.strip()[:60], what, what, what)
+            )
+        rows.append((qid, [first] + fields[1:]))
     return rows

@@ -18,10 +18,12 @@ buckets* (log session i of file f falls into stub list
 of the stub, as MULTR builds to hold sessions out of its user simulator,
 restricts the feed to the sessions of the view's buckets.
 
-The interface mirrors :class:`ultra_multr.logs.ultre_feed.UltreSessionFeed`
-(HPARAMS, ``generator``, ``global_batch_count``, ``logged_sessions_per_list``);
-evaluation goes through ULTRA's ``DirectLabelFeed`` on the converted
-annotations, so ``get_next_batch`` refuses.  A batch's ``rank_list_idxs``
+What it shares with :class:`ultra_multr.logs.ultre_feed.UltreSessionFeed`
+(hyper-parameters and ``generator``, ``logged_sessions_per_list``, a batch's
+input feed and its count in the click budget) is their base,
+:class:`~ultra_multr.logs.session_replay.SessionReplayFeed`.  Evaluation goes
+through ULTRA's ``DirectLabelFeed`` on the converted annotations, so
+``get_next_batch`` refuses.  A batch's ``rank_list_idxs``
 are its session ids, ``file index * BUCKET_FILE_STRIDE + row in the file``.
 """
 from __future__ import annotations
@@ -31,12 +33,11 @@ from typing import Any, List, Optional, Tuple
 
 import numpy as np
 import torch
-from ultra.input_layer import BaseInputFeed
 
-from ..config import parse_hparams, require
-from ..session_budget import LEDGER
-from ..feeds import QueryArrays, build_input_feed
+from ..config import require
+from ..feeds import QueryArrays
 from . import baidu
+from .session_replay import SessionReplayFeed
 
 #: Multiplier of the file index in a session's bucket number.
 BUCKET_FILE_STRIDE = 1000003
@@ -71,15 +72,13 @@ class BaiduSessionFeedHParams:
         return [p.strip() for p in self.log_files.split(";") if p.strip()]
 
 
-class BaiduSessionFeed(BaseInputFeed):
+class BaiduSessionFeed(SessionReplayFeed):
     """Replays logged Baidu-ULTR sessions (see the module docstring). Hyper-parameters: :class:`BaiduSessionFeedHParams`."""
 
     HPARAMS = BaiduSessionFeedHParams
-    #: Every list is one fixed logged session (MULTR holds sessions out of its simulator).
-    logged_sessions_per_list = 1
 
     def __init__(self, model: Any, batch_size: int, hparam_str: str) -> None:
-        self.hparams = parse_hparams(self.HPARAMS, hparam_str, source="%s hparams" % type(self).__name__)
+        super().__init__(model, batch_size, hparam_str)
         self.files = baidu.log_files(self.hparams.patterns)
         width = baidu.feature_size(self.hparams.features)
         if width != int(model.feature_size):
@@ -87,11 +86,7 @@ class BaiduSessionFeed(BaseInputFeed):
                 "%s: features=%s gives %d features per document, but the data directory's settings.json says "
                 "feature_size=%d; convert the annotations with the same --features"
                 % (type(self).__name__, self.hparams.features, width, int(model.feature_size)))
-        self.generator = torch.Generator().manual_seed(self.hparams.seed)
-        self.model = model
-        self.batch_size = int(batch_size)
         self.rank_list_size = int(model.rank_list_size)
-        self.global_batch_count = 0
         self._file_order: List[int] = []
         self._sessions: Optional[baidu.Sessions] = None
         self._buckets = np.zeros(0, dtype=np.int64)
@@ -131,8 +126,7 @@ class BaiduSessionFeed(BaseInputFeed):
         Raises:
             ValueError: a whole pass over the log yields no eligible session.
         """
-        if data_format != "ULTRA":
-            raise ValueError("%s: data_format=%r; leave main.py's --data_format out" % (type(self).__name__, data_format))
+        self._check_format(data_format)
         n_buckets, allowed = self._allowed_buckets(data_set)
         chosen: List[Tuple[baidu.Sessions, np.ndarray]] = []
         n_chosen, n_read, files_without = 0, 0, 0
@@ -156,20 +150,17 @@ class BaiduSessionFeed(BaseInputFeed):
                 chosen.append((self._sessions, take[keep]))
                 n_chosen += int(keep.sum())
                 files_without = 0
-        self.global_batch_count += 1
         features = np.concatenate([s.features[idx] for s, idx in chosen])
         mask = np.concatenate([s.mask[idx] for s, idx in chosen])
-        clicks = np.concatenate([s.clicks[idx] for s, idx in chosen])
-        LEDGER.record(n_read, len(mask), clicks=float(clicks.sum()))
         n_rows = mask.size
         arrays = QueryArrays(
             data_set=data_set,
             doc_ids=np.where(mask, np.arange(n_rows).reshape(mask.shape), -1),
-            labels=clicks,
+            labels=np.concatenate([s.clicks[idx] for s, idx in chosen]),
             mask=mask,
             features=features.reshape(n_rows, -1),
         )
-        input_feed, info_map = build_input_feed(self.model, arrays, np.arange(len(mask)), clicks)
+        input_feed, info_map = self.replay(arrays, np.arange(len(mask)), n_read)
         info_map["rank_list_idxs"] = np.concatenate([self._buckets_of(s, idx) for s, idx in chosen]).tolist()
         return input_feed, info_map
 

@@ -1,7 +1,7 @@
 """Generated click logs with a known position bias, and their ULTRE-layout data directory.
 
 :func:`pbm_session_log` logs sessions of generated queries
-(:func:`ultra_multr.data.synthetic.synthetic_queries`): each session shows
+(:func:`ultra_multr.data.synthetic.iter_synthetic_queries`): each session shows
 its query's top N documents in the initial ranker's order with randomised
 adjacent swaps (pairs (o, o+1), (o+2, o+3), ... for a random offset o in
 {0, 1}, each swapped with probability ``swap_prob``), and a position-based
@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from ..click_models import PositionBasedModel
-from ..data.synthetic import synthetic_queries
+from ..data.synthetic import iter_synthetic_queries
 from ..data.ultra_format import RankedQuery, _format_features, atomic_write_text, ultra_data_dir, write_settings
 
 #: P(examined | position k), k = 1..10: 1 / k (relative to position 1 it is itself).
@@ -77,7 +77,8 @@ def pbm_session_log(
     """Sessions of ``n_queries`` generated queries of N = len(exam_prob) documents each (see the module docstring);
     a pure function of its arguments."""
     n_positions, max_label = len(exam_prob), len(click_prob) - 1
-    queries = synthetic_queries(n_queries, (n_positions, n_positions), n_features, max_label, seed, qid_prefix="q")
+    queries = list(iter_synthetic_queries(n_queries, (n_positions, n_positions), n_features, max_label, seed,
+                                          qid_prefix="q"))
     rng = np.random.default_rng([seed, 1])
     query = rng.integers(0, n_queries, size=n_sessions)
     shown = adjacent_swaps(n_sessions, n_positions, swap_prob, rng)
@@ -117,8 +118,8 @@ def write_ultre_dataset(
         clicks.append("%s:%s" % (query.qid, " ".join("%d" % c for c in session_clicks)))
     _write_lists(directory, "train", log.queries, rows, click_model_dir + "train.labels", clicks)
     for offset, split in enumerate(("valid", "test"), start=1):
-        queries = synthetic_queries(eval_queries, (log.n_positions, log.n_positions), feature_size, max_label,
-                                    seed + 1000 * offset, qid_prefix=split)
+        queries = list(iter_synthetic_queries(eval_queries, (log.n_positions, log.n_positions), feature_size,
+                                              max_label, seed + 1000 * offset, qid_prefix=split))
         rows = ["%s:%s" % (q.qid, " ".join(q.doc_ids)) for q in queries]
         grades = ["%s:%s" % (q.qid, " ".join("%d" % y for y in q.labels)) for q in queries]
         _write_lists(directory, split, queries, rows, split + ".labels", grades)

@@ -26,12 +26,10 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 import torch
-from ultra.input_layer import BaseInputFeed
 
-from ..config import parse_hparams
-from ..session_budget import LEDGER
 from ..data import ultre
 from ..feeds import QueryArrays, build_input_feed, query_arrays
+from .session_replay import SessionReplayFeed
 
 
 @dataclass(frozen=True)
@@ -49,22 +47,17 @@ class UltreSessionFeedHParams:
     use_max_candidate_num: bool = True
 
 
-class UltreSessionFeed(BaseInputFeed):
+class UltreSessionFeed(SessionReplayFeed):
     """Replays logged sessions (see the module docstring). Hyper-parameters: :class:`UltreSessionFeedHParams`."""
 
     HPARAMS = UltreSessionFeedHParams
     #: main.py's hook after reading each split: ULTRE-layout data becomes ULTRA's layout.
     preprocess_data = staticmethod(ultre.preprocess_data)
-    #: Every list is one fixed logged session (MULTR holds sessions out of its simulator).
-    logged_sessions_per_list = 1
+    data_format_note = " (ULTRE data is converted to ULTRA's layout when it is read)"
 
     def __init__(self, model: Any, batch_size: int, hparam_str: str) -> None:
-        self.hparams = parse_hparams(self.HPARAMS, hparam_str, source="%s hparams" % type(self).__name__)
-        self.generator = torch.Generator().manual_seed(self.hparams.seed)
-        self.model = model
-        self.batch_size = int(batch_size)
+        super().__init__(model, batch_size, hparam_str)
         self.rank_list_size = int(model.max_candidate_num if self.hparams.use_max_candidate_num else model.rank_list_size)
-        self.global_batch_count = 0
         self._arrays: Dict[int, Tuple[QueryArrays, np.ndarray]] = {}
 
     def arrays_for(self, data_set: Any) -> Tuple[QueryArrays, np.ndarray]:
@@ -76,14 +69,6 @@ class UltreSessionFeed(BaseInputFeed):
             cached = (arrays, np.flatnonzero(arrays.labels.sum(axis=1) > 0))
             self._arrays[id(data_set)] = cached
         return cached
-
-    @staticmethod
-    def _check_format(data_format: str) -> None:
-        if data_format != "ULTRA":
-            raise ValueError(
-                "UltreSessionFeed: data_format=%r; leave main.py's --data_format out (ULTRE data is converted to "
-                "ULTRA's layout when it is read)" % data_format
-            )
 
     def get_batch(self, data_set: Any, check_validation: bool = False, data_format: str = "ULTRA"):
         """``batch_size`` lists drawn uniformly (with ``check_validation``: among those with a click).
@@ -101,9 +86,7 @@ class UltreSessionFeed(BaseInputFeed):
                    self.rank_list_size)
             )
         pick = candidates[torch.randint(candidates.size, (self.batch_size,), generator=self.generator).numpy()]
-        self.global_batch_count += 1
-        LEDGER.record(len(pick), len(pick), clicks=float(arrays.labels[pick].sum()))
-        return build_input_feed(self.model, arrays, pick, arrays.labels[pick])
+        return self.replay(arrays, pick, len(pick))
 
     def get_next_batch(self, index: int, data_set: Any, check_validation: bool = False, data_format: str = "ULTRA"):
         """Lists ``index .. index + batch_size - 1`` in order (evaluation); with ``check_validation`` those with a click."""
