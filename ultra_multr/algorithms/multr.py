@@ -25,16 +25,20 @@ Algorithm 1 of the paper inside ULTRA's unmodified ``main.py``:
    doubly-robust loss of Eq. dr_loss: ``sample_num`` independent random
    re-rankings per query, pseudo clicks sampled from the frozen simulator on
    the observed list and on every re-ranking, the observed list corrected
-   with DLA's inverse propensity weights.  By default
-   (``rerank_weight=randomized``) each document's weight is
-   ``mean_s c^s + (c - c^o) e_bar / e_k``, whose expectation is proportional
-   to the click probability under random orders when either the simulator
-   or the propensities are exact (docs/estimator_targets.md).  The paper's
-   weight is ``(1 - a) [c^o + (c - c^o) w] + a mean_s c^s``: ``a = S / (S + 1)``
-   is its average over ``|Pi| = sample_num + 1`` lists
-   (``rerank_weight=paper``); ``rerank_weight=auto`` chooses ``a`` before the
-   first update by a short pilot scored on the validation split
-   (:mod:`.rerank_weight`).  ``variant=eib`` gives EIB-MULTR.  By default
+   with DLA's inverse propensity weights.  By default each document's weight
+   is the paper's ``(1 - a) [c^o + (c - c^o) w] + a mean_s c^s`` with
+   ``a = S / (S + 1)``, its average over ``|Pi| = sample_num + 1`` lists
+   (``rerank_weight=paper``).  ``rerank_weight=randomized``
+   (``settings/multr_randomized.json``) weighs ``mean_s c^s + (c - c^o) e_bar
+   / e_k``, whose expectation is proportional to the click probability under
+   random orders when either the simulator or the propensities are exact; it
+   is not the default because it puts nearly all weight on the simulator's
+   clicks on re-ranked lists, and a simulator trained on one logging order
+   per query lost to the paper's form in the headroom study
+   (docs/estimator_targets.md, docs/headroom.md).  ``rerank_weight=auto``
+   chooses ``a`` before the first update by a short pilot scored on the
+   validation split (:mod:`.rerank_weight`).  ``variant=eib`` gives
+   EIB-MULTR.  By default
    (``imputation=expected``) the pseudo clicks are their expectations,
    estimated once per training list after the simulator is frozen (see
    :mod:`ultra_multr.imputation`); ``imputation=sampled`` (the paper's)
@@ -192,17 +196,21 @@ class DoublyRobustConfig(AlgorithmConfig):
             "clip" (weights clamped at >= 0; biased where it acts,
             docs/estimator_targets.md) or "none" (the paper's form, unbounded
             below).
-        rerank_weight: the estimator.  "randomized" (default): W_d =
-            mean_s c^s_d + (c_d - c^o_d) e_bar / e_k(d), whose expectation
-            is proportional to the click probability under random orders
-            when the simulator or the propensities are exact
-            (:func:`ultra_multr.losses.randomized_document_weights`,
-            docs/estimator_targets.md; variant "dr" only).  Otherwise the
-            weight a of the re-ranked (imputed) term of Eq. dr_loss, W_d =
-            (1 - a) [c^o_d + (c_d - c^o_d) w_d] + a mean_s c^s_d: "paper"
-            (S / (S + 1), Eq. dr_loss as printed), a number in [0, 1], or
-            "auto" (chosen from ``rerank_weight_grid`` by a pilot scored on
-            the validation split, :mod:`ultra_multr.algorithms.rerank_weight`).
+        rerank_weight: the estimator.  The weight a of the re-ranked
+            (imputed) term of Eq. dr_loss, W_d = (1 - a) [c^o_d + (c_d -
+            c^o_d) w_d] + a mean_s c^s_d: "paper" (default: S / (S + 1),
+            Eq. dr_loss as printed), a number in [0, 1], or "auto" (chosen
+            from ``rerank_weight_grid`` by a pilot scored on the validation
+            split, :mod:`ultra_multr.algorithms.rerank_weight`).  Or
+            "randomized" (``settings/multr_randomized.json``): W_d = mean_s
+            c^s_d + (c_d - c^o_d) e_bar / e_k(d), whose expectation is
+            proportional to the click probability under random orders when
+            the simulator or the propensities are exact
+            (:func:`ultra_multr.losses.randomized_document_weights`; variant
+            "dr" only).  "paper" is the default because "randomized" rests
+            almost wholly on the simulator's re-ranked clicks, and a
+            simulator trained on one logging order per query lost to the
+            paper's form in the headroom study (docs/estimator_targets.md).
         rerank_weight_grid: candidates of "auto" ("paper" or numbers).
         rerank_pilot_steps: ranker updates of each pilot run of "auto".
         imputation: "expected" (default: the pseudo clicks' expectations,
@@ -246,7 +254,7 @@ class DoublyRobustConfig(AlgorithmConfig):
     rerank_weight_fallback: str = "paper"
     simulator_guard: str = "position"
     dr_weight_guard: str = "rebalance"
-    rerank_weight: str = "randomized"
+    rerank_weight: str = "paper"
     rerank_weight_grid: Tuple[str, ...] = ("0", "0.5", "paper")
     rerank_pilot_steps: int = 200
     imputation: str = "expected"
