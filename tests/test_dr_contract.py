@@ -64,17 +64,19 @@ def proportionality_gaps(mean, se, target):
     return np.abs(ratio / scale - 1.0), np.maximum(0.02, 3.0 * se / target / scale)
 
 
-DEFAULT = "sample_num=8,simulator_steps=0,seed=0,device=cpu,imputation_samples=65536"
-PAPER = DEFAULT + ",rerank_weight=paper,dr_weight_guard=none"
+BASE = "sample_num=8,simulator_steps=0,seed=0,device=cpu,imputation_samples=65536"
+#: The randomized form with expected imputation and the rebalance guard (settings/multr_randomized.json's estimator).
+RANDOMIZED = BASE + ",rerank_weight=randomized,imputation=expected,dr_weight_guard=rebalance"
+PAPER = BASE + ",rerank_weight=paper,dr_weight_guard=none"
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_default_estimator_weight_is_proportional_to_the_randomisation_target(one_query, case):
-    """MULTR's defaults (rerank_weight=randomized, imputation=expected, dr_weight_guard=rebalance):
+def test_randomized_estimator_weight_is_proportional_to_the_randomisation_target(one_query, case):
+    """rerank_weight=randomized, imputation=expected, dr_weight_guard=rebalance (no longer the default):
     in case (i) the guard acts (without it some weights would be negative) and keeps the target."""
-    config = parse_hparams(MULTRConfig, DEFAULT)
+    config = parse_hparams(MULTRConfig, RANDOMIZED)
     assert (config.rerank_weight, config.imputation, config.dr_weight_guard) == ("randomized", "expected", "rebalance")
-    gap, allowed = proportionality_gaps(*measured(one_query, DEFAULT, case))
+    gap, allowed = proportionality_gaps(*measured(one_query, RANDOMIZED, case))
     assert (gap <= allowed).all(), (gap, allowed)
 
 
@@ -112,11 +114,30 @@ def test_the_papers_settings_file_keeps_eq_dr_loss():
     )
 
 
+def test_the_default_is_the_papers_mixture_with_the_rebalance_guard_and_the_randomized_form_a_settings_file():
+    """MULTR's defaults: Eq. dr_loss's mixture at a = S / (S + 1), expected imputation, the rebalance guard
+    (docs/estimator_targets.md); the randomized form is settings/multr_randomized.json."""
+    config = parse_hparams(MULTRConfig, "")
+    assert (config.rerank_weight, config.imputation, config.dr_weight_guard, config.variant) == (
+        "paper", "expected", "rebalance", "dr"
+    )
+    assert config.resolve_rerank_weight(config.rerank_weight, "rerank_weight") == pytest.approx(
+        config.sample_num / (config.sample_num + 1.0)
+    )
+    with open(os.path.join(REPO_ROOT, "settings", "multr_randomized.json")) as handle:
+        settings = json.load(handle)
+    assert settings["learning_algorithm"] == "ultra_multr.MULTR"
+    config = parse_hparams(MULTRConfig, settings["learning_algorithm_hparams"])
+    assert (config.rerank_weight, config.imputation, config.dr_weight_guard, config.variant) == (
+        "randomized", "expected", "rebalance", "dr"
+    )
+
+
 def test_true_click_model_control_gives_the_click_models_stream_probabilities(one_query):
     """simulator_control=true_click_model: MULTR's pseudo clicks are the feed's click model, exact for the
     stream (divided by P(a click on the logged list)), on the logged order and under random orders."""
     data_dir, click_model = one_query
-    model, _, data = et.build_multr(data_dir, click_model, DEFAULT + ",simulator_control=true_click_model", 8)
+    model, _, data = et.build_multr(data_dir, click_model, RANDOMIZED + ",simulator_control=true_click_model", 8)
     model.prepare_simulator()
     arrays = query_arrays(data, 10)
     features = torch.from_numpy(arrays.list_features(np.array([0])))
@@ -136,7 +157,7 @@ def test_shuffled_positions_control_trains_on_sessions_in_random_order(one_query
     data_dir, click_model = one_query
     rates = {}
     for control in ("none", "shuffled_positions"):
-        model, feed, data = et.build_multr(data_dir, click_model, DEFAULT + ",simulator_control=" + control, 4096)
+        model, feed, data = et.build_multr(data_dir, click_model, RANDOMIZED + ",simulator_control=" + control, 4096)
         batch = model._session_batch(feed, data)
         first = batch.features[..., 0]
         assert torch.equal(torch.sort(first, dim=1).values, torch.sort(first[:1].expand_as(first), dim=1).values)

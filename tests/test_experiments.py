@@ -308,7 +308,9 @@ def test_runner_resumes_and_skips_finished_runs(tmp_path):
 
     @dataclasses.dataclass(frozen=True)
     class OtherDefault(MULTRConfig):
-        rerank_weight: str = "paper"
+        rerank_weight: str = "0"  # not MULTR's default ("paper")
+
+    assert OtherDefault.rerank_weight != MULTRConfig.rerank_weight
 
     original = MULTR.config_class
     MULTR.config_class = OtherDefault

@@ -18,9 +18,10 @@ from conftest import run_ultra_main  # noqa: E402
 from ultra_multr.session_budget import BUDGET_FILE, LEDGER, SessionBudgetExceeded  # noqa: E402
 from ultra_multr.simulator.trivial import NoPseudoClicks, PositionClickRates  # noqa: E402
 
-#: 2 simulator steps of 8 sessions, 2 held-out batches of 8, a pilot of 3 steps of 16 lists per candidate (3 of them).
+#: 2 simulator steps of 8 sessions, 2 held-out batches of 8, a pilot of 3 steps of 16 lists per candidate (3 of them):
+#: rerank_weight=auto's pilot.
 PILOT = (
-    "sample_num=2,simulator_steps=2,simulator_batch_size=8,simulator_heldout_batches=2,seed=3,device=cpu,"
+    "rerank_weight=auto,sample_num=2,simulator_steps=2,simulator_batch_size=8,simulator_heldout_batches=2,seed=3,device=cpu,"
     "rerank_pilot_steps=3,log_every=0"
 )
 

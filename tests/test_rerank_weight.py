@@ -126,8 +126,8 @@ def test_ranking_loss_reports_the_share_of_clipped_weights(synthetic_data_dir):
     [
         ("rerank_weight=1.5", "rerank_weight must be in \\[0, 1\\]"),
         ("rerank_weight=half", "rerank_weight must be \"randomized\", \"auto\", \"paper\" or a number"),
-        ("variant=eib", "rerank_weight=randomized corrects with propensities: it needs variant=dr"),
-        ("sample_num=0", "rerank_weight=randomized needs re-ranked lists, but sample_num=0"),
+        ("variant=eib,rerank_weight=randomized", "rerank_weight=randomized corrects with propensities: it needs variant=dr"),
+        ("sample_num=0,rerank_weight=randomized", "rerank_weight=randomized needs re-ranked lists, but sample_num=0"),
         ("sample_num=0,rerank_weight=0.5", "needs re-ranked lists, but sample_num=0"),
         ("rerank_weight_grid=[0,auto]", "rerank_weight_grid must be"),
         ("dr_weight_guard=abs", "dr_weight_guard must be one of"),
