@@ -89,7 +89,7 @@ def test_table3_trains_on_logged_clicks_without_simulation(tmp_path):
         # Model selection on the validation split, which is never the test split (see the view tests).
         assert run.settings["objective_metric"] == "ndcg_10"
     multr = hparams(runs[0].settings["learning_algorithm_hparams"])
-    assert "rerank_weight" not in multr  # MULTR's default (auto: a pilot scored on the validation split)
+    assert "rerank_weight" not in multr  # MULTR's default estimator (rerank_weight=paper)
 
 
 @pytest.mark.parametrize(
@@ -201,8 +201,9 @@ def test_table3_dry_run_lists_multr_default_and_says_how_validation_is_made(tmp_
 
 
 def test_multr_default_trains_on_a_tiangong_view_through_main_py(tmp_path):
-    """The failure this guards against: MULTR's default rerank_weight=auto stopped on the old view's
-    'none_keep_last_checkpoint' objective; now it scores its pilot on the carved validation queries."""
+    """Table 3's MULTR (its default estimator) trains through main.py on a Tiangong view.  The failure this
+    guarded against: rerank_weight=auto (the default then) stopped on the old view's 'none_keep_last_checkpoint'
+    objective; now it scores its pilot on the carved validation queries."""
     from conftest import find_ultra_main, run_ultra_main
     from ultra_multr.data.ultra_format import RankedQuery, write_settings, write_split
     from ultra_multr.logs.synthetic import pbm_session_log
@@ -234,7 +235,7 @@ def test_multr_default_trains_on_a_tiangong_view_through_main_py(tmp_path):
         "--output_dir", model_dir + "/", "--batch_size", "8", "--selection_bias_cutoff", "10",
         "--max_train_iteration", "1", "--steps_per_checkpoint", "1"], cwd=str(tmp_path))
     log_text = result.stdout + result.stderr
-    assert "ranker: first update starts" in log_text  # the default estimator (no pilot since rerank_weight=randomized)
+    assert "ranker: first update starts" in log_text  # the default estimator (rerank_weight=paper: a fixed a, no pilot)
     assert "(a share of the click log held out)" in log_text
     assert os.path.isfile(os.path.join(model_dir, "ultra_multr.MULTR.ckpt"))
 

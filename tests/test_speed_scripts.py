@@ -59,7 +59,7 @@ def test_benchmark_scale_tiny_mode_prints_a_row_per_run_with_its_phases(tmp_path
         assert float(runs["dla"][name]) >= 0 and float(runs["multr_expected"][name]) >= 0, name
     for name in ("simulator_s", "expected_pass_s"):
         assert float(runs["multr_expected"][name]) > 0 and runs["dla"][name] == "", name
-    assert runs["multr_expected"]["pilot_s"] == ""  # the default rerank_weight=randomized runs no pilot
+    assert runs["multr_expected"]["pilot_s"] == ""  # MULTR's default rerank_weight=paper (a fixed a) runs no pilot
     # The first run's checks parsed the files (in the early checks' second process), the second's found them passed.
     assert (runs["dla"]["checks_cached"], runs["multr_expected"]["checks_cached"]) == ("no", "yes")
     assert "## Extrapolated to 10000 ranker steps (not measured)" in (tmp_path / "tiny.md").read_text()
