@@ -61,8 +61,8 @@ SETTINGS = [
     Setting("randomized, clip", "randomized", 1.0, "dr", "clip", "sampled"),
     Setting("randomized, expected, none", "randomized", 1.0, "dr", "none", "expected"),
     Setting("randomized, expected, clip", "randomized", 1.0, "dr", "clip", "expected"),
-    Setting("randomized, expected, rebalance (default)", "randomized", 1.0, "dr", "rebalance", "expected"),
-    Setting("paper a, expected, rebalance", "mixture", PAPER_A, "dr", "rebalance", "expected"),
+    Setting("randomized, expected, rebalance", "randomized", 1.0, "dr", "rebalance", "expected"),
+    Setting("paper a, expected, rebalance (default)", "mixture", PAPER_A, "dr", "rebalance", "expected"),
 ]
 
 CASES = [
