@@ -88,7 +88,7 @@ def main(argv=None) -> int:
     config_args = argparse.Namespace(
         out=out, folds=args.datasets, seeds=args.seeds, steps=args.steps, click_model=CASCADE_4,
         methods=["dla", "multr"], budgets=[], no_fresh=False, rerank_weights=["paper", "0"], sweep=[],
-        multr_hparams={},
+        multr_hparams={"rerank_weight": "auto"},  # the base row is the pilot's choice (no longer the default)
     )
     config = study.study_config(config_args, data_root)
     config["datasets"] = {"generated": config["datasets"]["mq2008"]}

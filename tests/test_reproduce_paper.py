@@ -326,7 +326,8 @@ def test_small_data_script_cuts_training_queries_and_runs_multr_at_each_fixed_we
         r.info["variant"]: hparams(r.settings["learning_algorithm_hparams"]).get("rerank_weight")
         for r in runs if r.info["method"] == "multr"
     }
-    assert weights == {None: None, "rerank_weight=0": "0", "rerank_weight=paper": "paper"}  # the hparam is text
+    # the base row is the pilot's choice, named (the default is the paper's mixture); the hparam is text
+    assert weights == {None: "auto", "rerank_weight=0": "0", "rerank_weight=paper": "paper"}
 
 
 def test_ablation_script_runs_each_ablation_beside_the_default_it_is_paired_with(tmp_path):
