@@ -155,6 +155,10 @@ def main(argv=None) -> int:
         "--methods", nargs="+", default=None,
         help="run only these methods of the pass (default: all; the sweeps follow 'multr')",
     )
+    parser.add_argument(
+        "--sweeps", nargs="+", default=None, choices=["rerank_weight", "observed_only", "simulator_control"],
+        help="MULTR's variants of the --multr pass (default: all: paper-exact, a = 0, the two simulator controls)",
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None, help="threads per run (the runner's --threads)")
     parser.add_argument("--dry-run", action="store_true", help="generate nothing, train nothing: list the runs")
@@ -180,7 +184,8 @@ def main(argv=None) -> int:
     config["extra_methods"] = HEADROOM_ORACLE
     # the unbiased-click Oracle's click model must win over the shared settings' one
     config["method_overrides"]["oracle_clicks"] = {"train_input_hparams": {"click_model_json": UNBIASED_4}}
-    config["sweeps"] = [PAPER_EXACT, OBSERVED_ONLY, SIMULATOR_CONTROLS] if args.multr and "multr" in methods else []
+    sweeps = [PAPER_EXACT, OBSERVED_ONLY, SIMULATOR_CONTROLS] if args.multr and "multr" in methods else []
+    config["sweeps"] = [sweep for sweep in sweeps if args.sweeps is None or sweep["name"] in args.sweeps]
     if not args.dry_run:
         for k in args.datasets:
             recipe = {
