@@ -85,6 +85,13 @@ PAPER_EXACT = {"name": "rerank_weight", "methods": ["multr"], "section": "learni
                "overrides": {"learning_algorithm_hparams": {"dr_weight_guard": "none"}}}
 
 
+#: The paper's mixture (a = S / (S + 1)) with the rebalance guard instead of none: the expectation of Eq. dr_loss's
+#: weight kept exactly, the loss bounded below (opt-in: --sweeps paper_rebalance).
+PAPER_REBALANCE = {"name": "paper_rebalance", "methods": ["multr"], "section": "learning_algorithm_hparams",
+                   "parameter": "dr_weight_guard", "values": ["rebalance"],
+                   "overrides": {"learning_algorithm_hparams": {"rerank_weight": "paper"}}}
+
+
 #: MULTR's doubly-robust correction on the observed list only (a = 0: W = c^o + (c - c^o) w, DLA's w), default guard.
 OBSERVED_ONLY = {"name": "observed_only", "methods": ["multr"], "section": "learning_algorithm_hparams",
                  "parameter": "rerank_weight", "values": ["0"]}
@@ -156,8 +163,9 @@ def main(argv=None) -> int:
         help="run only these methods of the pass (default: all; the sweeps follow 'multr')",
     )
     parser.add_argument(
-        "--sweeps", nargs="+", default=None, choices=["rerank_weight", "observed_only", "simulator_control"],
-        help="MULTR's variants of the --multr pass (default: all: paper-exact, a = 0, the two simulator controls)",
+        "--sweeps", nargs="+", default=None, choices=["rerank_weight", "observed_only", "simulator_control", "paper_rebalance"],
+        help="MULTR's variants of the --multr pass (default: paper-exact, a = 0 and the two simulator controls; "
+             "paper_rebalance only when named)",
     )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None, help="threads per run (the runner's --threads)")
@@ -184,8 +192,9 @@ def main(argv=None) -> int:
     config["extra_methods"] = HEADROOM_ORACLE
     # the unbiased-click Oracle's click model must win over the shared settings' one
     config["method_overrides"]["oracle_clicks"] = {"train_input_hparams": {"click_model_json": UNBIASED_4}}
-    sweeps = [PAPER_EXACT, OBSERVED_ONLY, SIMULATOR_CONTROLS] if args.multr and "multr" in methods else []
-    config["sweeps"] = [sweep for sweep in sweeps if args.sweeps is None or sweep["name"] in args.sweeps]
+    sweeps = [PAPER_EXACT, OBSERVED_ONLY, SIMULATOR_CONTROLS, PAPER_REBALANCE] if args.multr and "multr" in methods else []
+    chosen = args.sweeps or [PAPER_EXACT["name"], OBSERVED_ONLY["name"], SIMULATOR_CONTROLS["name"]]
+    config["sweeps"] = [sweep for sweep in sweeps if sweep["name"] in chosen]
     if not args.dry_run:
         for k in args.datasets:
             recipe = {
@@ -208,6 +217,7 @@ def main(argv=None) -> int:
                    ("MULTR a = 0", "multr", "rerank_weight=0"),
                    ("MULTR true click model", "multr", "simulator_control=true_click_model"),
                    ("MULTR shuffled positions", "multr", "simulator_control=shuffled_positions"),
+                   ("MULTR paper + rebalance", "multr", "dr_weight_guard=rebalance"),
                    ("DLA (tuned)", "dla_tuned", None), ("PAL (tuned)", "pal_tuned", None),
                    ("Naive (tuned)", "naive_tuned", None)]
     runs_dir = os.path.join(out, "runs")
