@@ -55,12 +55,15 @@ import json
 import os
 import sys
 
+import numpy as np
+
 import reproduce_generated_small as generated
 import reproduce_mq2008 as study
 
 from ultra_multr.data.ultra_format import atomic_write_text
 from ultra_multr.experiments import budget, compare, diagnostics, runner
 from ultra_multr.experiments.aggregate import METRICS, collect_runs
+from ultra_multr.experiments.significance import randomization_test
 
 #: The Oracle as a tested row: the runner's table then gives its p against the best baseline.
 HEADROOM_ORACLE = {
@@ -120,6 +123,45 @@ def pairwise_table(runs_dir: str, groups, n_permutations: int = 10000, pairs=Non
     return "\n".join(lines) + "\n" + note
 
 
+def grid_table(runs_dir: str, groups, folds, seeds, reference: str = "DLA (tuned)", oracle: str = "Oracle",
+               n_permutations: int = 10000) -> str:
+    """Markdown: per group, over the runs of ``folds`` x ``seeds``, nDCG@10 and ERR@10 (mean ± sd over runs), the
+    difference to ``reference`` with its paired p (queries both have, pooled over sets, each averaged over seeds)
+    and the share of the ``oracle`` - ``reference`` gap closed (nDCG@10)."""
+    wanted = {"Fold%d" % k for k in folds}
+    found = {}
+    for label, method, variant in groups:
+        try:
+            runs = [r for r in compare.method_runs(runs_dir, method, variant, seeds) if r.info["fold"] in wanted]
+        except ValueError:
+            runs = []
+        found[label] = runs
+    base, top = found.get(reference), found.get(oracle)
+    metrics = ("ndcg_10", "err_10")
+    mean = {label: {m: np.mean([r.mean(m) for r in runs]) for m in metrics} for label, runs in found.items() if runs}
+    lines = ["Sets %s, seeds %s.  Δ and p against %s (two-sided Fisher randomisation test, %d permutations); gap "
+             "closed: (method - %s) / (%s - %s) in nDCG@10." % (", ".join(map(str, folds)), ", ".join(map(str, seeds)),
+                                                               reference, n_permutations, reference, oracle, reference),
+             "", "| method | runs | nDCG@10 | ERR@10 | Δ nDCG@10 (p) | Δ ERR@10 (p) | gap closed |", "|---" * 7 + "|"]
+    for label, runs in found.items():
+        if not runs:
+            lines.append("| %s | 0 | not run | | | | |" % label)
+            continue
+        cells = ["%.3f ± %.3f" % (mean[label][m], np.std([r.mean(m) for r in runs], ddof=1) if len(runs) > 1 else 0.0)
+                 for m in metrics]
+        if base and label != reference:
+            for m in metrics:
+                x, y = compare.paired(runs, base, m)
+                cells.append("%+.3f (%.3g)" % (np.mean(x - y), randomization_test(x, y, n_permutations)))
+            gap = mean[oracle]["ndcg_10"] - mean[reference]["ndcg_10"] if top else float("nan")
+            cells.append("%.0f %%" % (100 * (mean[label]["ndcg_10"] - mean[reference]["ndcg_10"]) / gap)
+                         if top and label != oracle and gap > 0 else "")
+        else:
+            cells += ["", "", ""]
+        lines.append("| %s | %d | %s |" % (label, len(runs), " | ".join(cells)))
+    return "\n".join(lines) + "\n"
+
+
 def cells_table(runs_dir: str, groups, folds, seeds) -> str:
     """Markdown: every (method, set) cell of the grid, with the seeds that finished ("not run" where none did)."""
     done = {(r.info["method"], r.info.get("variant") if r.info.get("sweep") else None, r.info["fold"], r.info["seed"])
@@ -170,6 +212,10 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None, help="threads per run (the runner's --threads)")
     parser.add_argument("--dry-run", action="store_true", help="generate nothing, train nothing: list the runs")
+    parser.add_argument(
+        "--tables-only", action="store_true",
+        help="train nothing: write the tables of the finished runs under --out (grid.md over --datasets x --seeds)",
+    )
     args = parser.parse_args(argv)
     if min(args.train_queries, args.valid_queries, args.test_queries, args.features) < 2:
         parser.error("--train-queries, --valid-queries, --test-queries and --features must be >= 2")
@@ -195,7 +241,7 @@ def main(argv=None) -> int:
     sweeps = [PAPER_EXACT, OBSERVED_ONLY, SIMULATOR_CONTROLS, PAPER_REBALANCE] if args.multr and "multr" in methods else []
     chosen = args.sweeps or [PAPER_EXACT["name"], OBSERVED_ONLY["name"], SIMULATOR_CONTROLS["name"]]
     config["sweeps"] = [sweep for sweep in sweeps if sweep["name"] in chosen]
-    if not args.dry_run:
+    if not (args.dry_run or args.tables_only):
         for k in args.datasets:
             recipe = {
                 "seed": k, "train_queries": args.train_queries, "features": args.features,
@@ -207,7 +253,10 @@ def main(argv=None) -> int:
     config_path = os.path.join(out, "study.json")
     atomic_write_text(config_path, json.dumps(config, indent=2) + "\n")
     runner_argv = [config_path, "--workers", str(args.workers)] + (["--threads", str(args.threads)] if args.threads else [])
-    code = runner.main(runner_argv + (["--dry-run"] if args.dry_run else []))
+    if args.tables_only:
+        code = runner.main(["--aggregate", os.path.join(out, "runs"), "--out", os.path.join(out, "results")])
+    else:
+        code = runner.main(runner_argv + (["--dry-run"] if args.dry_run else []))
     if args.dry_run:
         return code
     groups = [("Oracle", "oracle_tested", None), ("Oracle (unbiased clicks)", "oracle_clicks", None),
@@ -236,6 +285,7 @@ def main(argv=None) -> int:
     atomic_write_text(
         os.path.join(out, "results", "cells.md"), cells_table(runs_dir, groups, args.datasets, args.seeds)
     )
+    atomic_write_text(os.path.join(out, "results", "grid.md"), grid_table(runs_dir, groups, args.datasets, args.seeds))
     print(table)
     return code
 
