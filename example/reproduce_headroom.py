@@ -95,6 +95,14 @@ PAPER_REBALANCE = {"name": "paper_rebalance", "methods": ["multr"], "section": "
                    "overrides": {"learning_algorithm_hparams": {"rerank_weight": "paper"}}}
 
 
+#: The paper's exact form with the click model that made the clicks as its simulator (opt-in: --sweeps
+#: paper_true_model): what an exact simulator does for the mixture, beside the randomized form's control.
+PAPER_TRUE_MODEL = {"name": "paper_true_model", "methods": ["multr"], "section": "learning_algorithm_hparams",
+                    "parameter": "dr_weight_guard", "values": ["none"],
+                    "overrides": {"learning_algorithm_hparams": {"rerank_weight": "paper",
+                                                                 "simulator_control": "true_click_model"}}}
+
+
 #: MULTR's doubly-robust correction on the observed list only (a = 0: W = c^o + (c - c^o) w, DLA's w), default guard.
 OBSERVED_ONLY = {"name": "observed_only", "methods": ["multr"], "section": "learning_algorithm_hparams",
                  "parameter": "rerank_weight", "values": ["0"]}
@@ -205,9 +213,9 @@ def main(argv=None) -> int:
         help="run only these methods of the pass (default: all; the sweeps follow 'multr')",
     )
     parser.add_argument(
-        "--sweeps", nargs="+", default=None, choices=["rerank_weight", "observed_only", "simulator_control", "paper_rebalance"],
+        "--sweeps", nargs="+", default=None, choices=["rerank_weight", "observed_only", "simulator_control", "paper_rebalance", "paper_true_model"],
         help="MULTR's variants of the --multr pass (default: paper-exact, a = 0 and the two simulator controls; "
-             "paper_rebalance only when named)",
+             "paper_rebalance and paper_true_model only when named)",
     )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None, help="threads per run (the runner's --threads)")
@@ -238,7 +246,8 @@ def main(argv=None) -> int:
     config["extra_methods"] = HEADROOM_ORACLE
     # the unbiased-click Oracle's click model must win over the shared settings' one
     config["method_overrides"]["oracle_clicks"] = {"train_input_hparams": {"click_model_json": UNBIASED_4}}
-    sweeps = [PAPER_EXACT, OBSERVED_ONLY, SIMULATOR_CONTROLS, PAPER_REBALANCE] if args.multr and "multr" in methods else []
+    sweeps = [PAPER_EXACT, OBSERVED_ONLY, SIMULATOR_CONTROLS, PAPER_REBALANCE, PAPER_TRUE_MODEL]
+    sweeps = sweeps if args.multr and "multr" in methods else []
     chosen = args.sweeps or [PAPER_EXACT["name"], OBSERVED_ONLY["name"], SIMULATOR_CONTROLS["name"]]
     config["sweeps"] = [sweep for sweep in sweeps if sweep["name"] in chosen]
     if not (args.dry_run or args.tables_only):
@@ -267,6 +276,7 @@ def main(argv=None) -> int:
                    ("MULTR true click model", "multr", "simulator_control=true_click_model"),
                    ("MULTR shuffled positions", "multr", "simulator_control=shuffled_positions"),
                    ("MULTR paper + rebalance", "multr", "dr_weight_guard=rebalance"),
+                   ("MULTR paper-exact, true click model", "multr", "dr_weight_guard=none"),
                    ("DLA (tuned)", "dla_tuned", None), ("PAL (tuned)", "pal_tuned", None),
                    ("Naive (tuned)", "naive_tuned", None)]
     runs_dir = os.path.join(out, "runs")
