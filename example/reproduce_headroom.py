@@ -295,7 +295,10 @@ def main(argv=None) -> int:
     atomic_write_text(
         os.path.join(out, "results", "cells.md"), cells_table(runs_dir, groups, args.datasets, args.seeds)
     )
-    atomic_write_text(os.path.join(out, "results", "grid.md"), grid_table(runs_dir, groups, args.datasets, args.seeds))
+    if args.multr:  # against the best equally tuned baseline, and against DLA at MULTR's own learning rate
+        for name, reference in (("grid.md", "DLA (tuned)"), ("grid_vs_dla.md", "DLA")):
+            atomic_write_text(os.path.join(out, "results", name),
+                              grid_table(runs_dir, groups, args.datasets, args.seeds, reference=reference))
     print(table)
     return code
 
