@@ -55,12 +55,15 @@ import json
 import os
 import sys
 
+import numpy as np
+
 import reproduce_generated_small as generated
 import reproduce_mq2008 as study
 
 from ultra_multr.data.ultra_format import atomic_write_text
 from ultra_multr.experiments import budget, compare, diagnostics, runner
 from ultra_multr.experiments.aggregate import METRICS, collect_runs
+from ultra_multr.experiments.significance import randomization_test
 
 #: The Oracle as a tested row: the runner's table then gives its p against the best baseline.
 HEADROOM_ORACLE = {
@@ -83,6 +86,21 @@ SIMULATOR_CONTROLS = {"name": "simulator_control", "methods": ["multr"], "sectio
 PAPER_EXACT = {"name": "rerank_weight", "methods": ["multr"], "section": "learning_algorithm_hparams",
                "parameter": "rerank_weight", "values": ["paper"],
                "overrides": {"learning_algorithm_hparams": {"dr_weight_guard": "none"}}}
+
+
+#: The paper's mixture (a = S / (S + 1)) with the rebalance guard instead of none: the expectation of Eq. dr_loss's
+#: weight kept exactly, the loss bounded below (opt-in: --sweeps paper_rebalance).
+PAPER_REBALANCE = {"name": "paper_rebalance", "methods": ["multr"], "section": "learning_algorithm_hparams",
+                   "parameter": "dr_weight_guard", "values": ["rebalance"],
+                   "overrides": {"learning_algorithm_hparams": {"rerank_weight": "paper"}}}
+
+
+#: The paper's exact form with the click model that made the clicks as its simulator (opt-in: --sweeps
+#: paper_true_model): what an exact simulator does for the mixture, beside the randomized form's control.
+PAPER_TRUE_MODEL = {"name": "paper_true_model", "methods": ["multr"], "section": "learning_algorithm_hparams",
+                    "parameter": "dr_weight_guard", "values": ["none"],
+                    "overrides": {"learning_algorithm_hparams": {"rerank_weight": "paper",
+                                                                 "simulator_control": "true_click_model"}}}
 
 
 #: MULTR's doubly-robust correction on the observed list only (a = 0: W = c^o + (c - c^o) w, DLA's w), default guard.
@@ -111,6 +129,45 @@ def pairwise_table(runs_dir: str, groups, n_permutations: int = 10000, pairs=Non
     missing = [label for label, records in found if records is None]
     note = "\nNot run: %s.\n" % ", ".join(missing) if missing else ""
     return "\n".join(lines) + "\n" + note
+
+
+def grid_table(runs_dir: str, groups, folds, seeds, reference: str = "DLA (tuned)", oracle: str = "Oracle",
+               n_permutations: int = 10000) -> str:
+    """Markdown: per group, over the runs of ``folds`` x ``seeds``, nDCG@10 and ERR@10 (mean ± sd over runs), the
+    difference to ``reference`` with its paired p (queries both have, pooled over sets, each averaged over seeds)
+    and the share of the ``oracle`` - ``reference`` gap closed (nDCG@10)."""
+    wanted = {"Fold%d" % k for k in folds}
+    found = {}
+    for label, method, variant in groups:
+        try:
+            runs = [r for r in compare.method_runs(runs_dir, method, variant, seeds) if r.info["fold"] in wanted]
+        except ValueError:
+            runs = []
+        found[label] = runs
+    base, top = found.get(reference), found.get(oracle)
+    metrics = ("ndcg_10", "err_10")
+    mean = {label: {m: np.mean([r.mean(m) for r in runs]) for m in metrics} for label, runs in found.items() if runs}
+    lines = ["Sets %s, seeds %s.  Δ and p against %s (two-sided Fisher randomisation test, %d permutations); gap "
+             "closed: (method - %s) / (%s - %s) in nDCG@10." % (", ".join(map(str, folds)), ", ".join(map(str, seeds)),
+                                                               reference, n_permutations, reference, oracle, reference),
+             "", "| method | runs | nDCG@10 | ERR@10 | Δ nDCG@10 (p) | Δ ERR@10 (p) | gap closed |", "|---" * 7 + "|"]
+    for label, runs in found.items():
+        if not runs:
+            lines.append("| %s | 0 | not run | | | | |" % label)
+            continue
+        cells = ["%.3f ± %.3f" % (mean[label][m], np.std([r.mean(m) for r in runs], ddof=1) if len(runs) > 1 else 0.0)
+                 for m in metrics]
+        if base and label != reference:
+            for m in metrics:
+                x, y = compare.paired(runs, base, m)
+                cells.append("%+.3f (%.3g)" % (np.mean(x - y), randomization_test(x, y, n_permutations)))
+            gap = mean[oracle]["ndcg_10"] - mean[reference]["ndcg_10"] if top else float("nan")
+            cells.append("%.0f %%" % (100 * (mean[label]["ndcg_10"] - mean[reference]["ndcg_10"]) / gap)
+                         if top and label != oracle and gap > 0 else "")
+        else:
+            cells += ["", "", ""]
+        lines.append("| %s | %d | %s |" % (label, len(runs), " | ".join(cells)))
+    return "\n".join(lines) + "\n"
 
 
 def cells_table(runs_dir: str, groups, folds, seeds) -> str:
@@ -155,9 +212,18 @@ def main(argv=None) -> int:
         "--methods", nargs="+", default=None,
         help="run only these methods of the pass (default: all; the sweeps follow 'multr')",
     )
+    parser.add_argument(
+        "--sweeps", nargs="+", default=None, choices=["rerank_weight", "observed_only", "simulator_control", "paper_rebalance", "paper_true_model"],
+        help="MULTR's variants of the --multr pass (default: paper-exact, a = 0 and the two simulator controls; "
+             "paper_rebalance and paper_true_model only when named)",
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None, help="threads per run (the runner's --threads)")
     parser.add_argument("--dry-run", action="store_true", help="generate nothing, train nothing: list the runs")
+    parser.add_argument(
+        "--tables-only", action="store_true",
+        help="train nothing: write the tables of the finished runs under --out (grid.md over --datasets x --seeds)",
+    )
     args = parser.parse_args(argv)
     if min(args.train_queries, args.valid_queries, args.test_queries, args.features) < 2:
         parser.error("--train-queries, --valid-queries, --test-queries and --features must be >= 2")
@@ -180,8 +246,11 @@ def main(argv=None) -> int:
     config["extra_methods"] = HEADROOM_ORACLE
     # the unbiased-click Oracle's click model must win over the shared settings' one
     config["method_overrides"]["oracle_clicks"] = {"train_input_hparams": {"click_model_json": UNBIASED_4}}
-    config["sweeps"] = [PAPER_EXACT, OBSERVED_ONLY, SIMULATOR_CONTROLS] if args.multr and "multr" in methods else []
-    if not args.dry_run:
+    sweeps = [PAPER_EXACT, OBSERVED_ONLY, SIMULATOR_CONTROLS, PAPER_REBALANCE, PAPER_TRUE_MODEL]
+    sweeps = sweeps if args.multr and "multr" in methods else []
+    chosen = args.sweeps or [PAPER_EXACT["name"], OBSERVED_ONLY["name"], SIMULATOR_CONTROLS["name"]]
+    config["sweeps"] = [sweep for sweep in sweeps if sweep["name"] in chosen]
+    if not (args.dry_run or args.tables_only):
         for k in args.datasets:
             recipe = {
                 "seed": k, "train_queries": args.train_queries, "features": args.features,
@@ -193,7 +262,10 @@ def main(argv=None) -> int:
     config_path = os.path.join(out, "study.json")
     atomic_write_text(config_path, json.dumps(config, indent=2) + "\n")
     runner_argv = [config_path, "--workers", str(args.workers)] + (["--threads", str(args.threads)] if args.threads else [])
-    code = runner.main(runner_argv + (["--dry-run"] if args.dry_run else []))
+    if args.tables_only:
+        code = runner.main(["--aggregate", os.path.join(out, "runs"), "--out", os.path.join(out, "results")])
+    else:
+        code = runner.main(runner_argv + (["--dry-run"] if args.dry_run else []))
     if args.dry_run:
         return code
     groups = [("Oracle", "oracle_tested", None), ("Oracle (unbiased clicks)", "oracle_clicks", None),
@@ -203,6 +275,8 @@ def main(argv=None) -> int:
                    ("MULTR a = 0", "multr", "rerank_weight=0"),
                    ("MULTR true click model", "multr", "simulator_control=true_click_model"),
                    ("MULTR shuffled positions", "multr", "simulator_control=shuffled_positions"),
+                   ("MULTR paper + rebalance", "multr", "dr_weight_guard=rebalance"),
+                   ("MULTR paper-exact, true click model", "multr", "dr_weight_guard=none"),
                    ("DLA (tuned)", "dla_tuned", None), ("PAL (tuned)", "pal_tuned", None),
                    ("Naive (tuned)", "naive_tuned", None)]
     runs_dir = os.path.join(out, "runs")
@@ -221,6 +295,10 @@ def main(argv=None) -> int:
     atomic_write_text(
         os.path.join(out, "results", "cells.md"), cells_table(runs_dir, groups, args.datasets, args.seeds)
     )
+    if args.multr:  # against the best equally tuned baseline, and against DLA at MULTR's own learning rate
+        for name, reference in (("grid.md", "DLA (tuned)"), ("grid_vs_dla.md", "DLA")):
+            atomic_write_text(os.path.join(out, "results", name),
+                              grid_table(runs_dir, groups, args.datasets, args.seeds, reference=reference))
     print(table)
     return code
 
