@@ -35,17 +35,25 @@ check on generated lists::
    position bias).  Both Oracles are registered as tested rows (role
    ``multr``), so the runner's table marks them and gives their p-value
    against the best baseline; with
-   ``--multr``, MULTR at its defaults and paper-exact
-   (``rerank_weight=paper,dr_weight_guard=none``, the sweep variant
-   ``rerank_weight=paper``) and DLA and Naive under the fair protocol's
-   equal tuning (``dla_tuned``, ``naive_tuned``: the same 3-candidate
-   validation pilot as MULTR's, docs/fair_protocol.md) join the same runs.
+   ``--multr``, MULTR's rows of issue 17's grid join the same runs: the
+   randomized form (``rerank_weight=randomized``, the default while the
+   committed grid ran), with ``--sweeps`` its variants: paper-exact
+   (``rerank_weight=paper,dr_weight_guard=none``), a = 0, the simulator
+   controls (the true click model, shuffled positions), and opt-in the
+   paper's mixture with the rebalance guard (today's default) and paper-exact
+   with the true click model; DLA, PAL and Naive under the fair protocol's
+   equal tuning (``*_tuned``: a 3-candidate learning-rate pilot on the
+   validation split, docs/fair_protocol.md).
 3. The runner (resumable): its table ``<out>/results/generated.md``; the
    paired table of every pair of methods ``<out>/results/pairwise.md``
    (two-sided Fisher randomisation test over the test queries pooled over
    datasets, each query averaged over seeds); the sessions each phase drew
    and the pilots' choices per run (``sessions.md``, :mod:`ultra_multr.experiments.budget`)
-   and the learned propensities and simulator fit (``diagnostics.md``).
+   and the learned propensities and simulator fit (``diagnostics.md``); with
+   ``--multr`` also ``grid.md`` and ``grid_vs_dla.md``: each row over
+   ``--datasets`` x ``--seeds`` against tuned DLA and against DLA, with the
+   share of the Oracle gap closed.  ``--tables-only`` writes the tables of
+   the finished runs without training.
 """
 from __future__ import annotations
 
@@ -206,7 +214,7 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--click-model", default=generated.CASCADE_4)
     parser.add_argument(
-        "--multr", action="store_true", help="also MULTR at its defaults and paper-exact, DLA and Naive tuned equally"
+        "--multr", action="store_true", help="also MULTR (randomized form) with its variants and simulator controls, DLA, PAL and Naive tuned equally"
     )
     parser.add_argument(
         "--methods", nargs="+", default=None,
@@ -239,7 +247,10 @@ def main(argv=None) -> int:
         methods = [m for m in methods if m in args.methods]
     config_args = argparse.Namespace(
         out=out, folds=args.datasets, seeds=args.seeds, steps=args.steps, click_model=args.click_model,
-        methods=methods, budgets=[], no_fresh=False, rerank_weights=[], sweep=[], multr_hparams={},
+        methods=methods, budgets=[], no_fresh=False, rerank_weights=[], sweep=[],
+        # the grid's base MULTR row and its simulator controls are the randomized form (MULTR's default while the
+        # committed grid ran; the default is now the paper's mixture, the row "paper + rebalance")
+        multr_hparams={"rerank_weight": "randomized"},
     )
     config = study.study_config(config_args, data_root)
     config["datasets"] = {"generated": config["datasets"]["mq2008"]}
@@ -271,11 +282,11 @@ def main(argv=None) -> int:
     groups = [("Oracle", "oracle_tested", None), ("Oracle (unbiased clicks)", "oracle_clicks", None),
               ("DLA", "dla", None), ("Naive", "naive", None)]
     if args.multr:
-        groups += [("MULTR default", "multr", None), ("MULTR paper-exact", "multr", "rerank_weight=paper"),
+        groups += [("MULTR randomized", "multr", None), ("MULTR paper-exact", "multr", "rerank_weight=paper"),
                    ("MULTR a = 0", "multr", "rerank_weight=0"),
                    ("MULTR true click model", "multr", "simulator_control=true_click_model"),
                    ("MULTR shuffled positions", "multr", "simulator_control=shuffled_positions"),
-                   ("MULTR paper + rebalance", "multr", "dr_weight_guard=rebalance"),
+                   ("MULTR paper + rebalance (default)", "multr", "dr_weight_guard=rebalance"),
                    ("MULTR paper-exact, true click model", "multr", "dr_weight_guard=none"),
                    ("DLA (tuned)", "dla_tuned", None), ("PAL (tuned)", "pal_tuned", None),
                    ("Naive (tuned)", "naive_tuned", None)]
