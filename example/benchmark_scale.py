@@ -376,7 +376,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             atomic_write_text(args.out + ".md", markdown)
         return 0
     with tempfile.TemporaryDirectory(prefix="benchmark_scale-") as temporary:
-        workdir = args.workdir or temporary
+        workdir = os.path.abspath(args.workdir or temporary)  # the runs start main.py from other folders
         os.makedirs(workdir, exist_ok=True)
         if args.tiny:
             args.data = args.data or os.path.join(workdir, "data")
