@@ -62,7 +62,7 @@ def test_which_starts_check_early(main_py, tmp_path, monkeypatch, early_checks):
     assert command("--data_dir", "data", "--test_only", "True")[-2:] == ["--splits", "test"]
     assert command("--data_dir", "data", script=str(tmp_path / "main.py")) is None  # no ultra package beside it
     assert command("--data_dir", "nowhere") is None
-    assert command("--data_dir", "data", "--click_model_dir", "cm") is None  # ULTRE: its checks keep no cache
+    assert command("--data_dir", "data", "--click_model_dir", "cm")[-2:] == ["--click_model_dir", "cm"]  # ULTRE
     assert command("--data_dir", "data", "--setting_file", "ultras.json") is None  # ULTRA's own algorithm
     assert command("--data_dir", "data", "--setting_file", "missing.json") is None
     monkeypatch.setenv(startup.EARLY_CHECKS_ENV, "0")

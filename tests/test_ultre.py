@@ -63,6 +63,21 @@ def test_ultre_check_errors_name_file_and_line(ultre_dir, tmp_path, file, edit, 
         check_split(broken, split, read_settings(broken), "pbm/")
 
 
+def test_checks_command_line_reads_the_ultre_layout_with_click_model_dir(ultre_dir, tmp_path, monkeypatch, capsys):
+    """The command the start-up hook runs in a second process for main.py --click_model_dir."""
+    from ultra_multr.data import checks
+
+    monkeypatch.setenv("ULTRA_MULTR_CACHE", str(tmp_path / "cache"))
+    assert checks.main([ultre_dir, "--splits", "train", "test", "--click_model_dir", "pbm/"]) == 0
+    assert re.search(r"^train +\d+ documents, 240 queries", capsys.readouterr().out, re.M)
+    broken = str(tmp_path / "broken") + "/"
+    shutil.copytree(ultre_dir, broken)
+    with open(broken + "train/pbm/train.labels", "a") as handle:
+        handle.write("q0 9\n")
+    assert checks.main([broken, "--splits", "train", "--click_model_dir", "pbm/"]) == 1
+    assert "train.labels" in capsys.readouterr().err
+
+
 def test_conversion_keeps_every_session_in_its_logged_order(ultre_dir, ultre_log):
     data = read_split(ultre_dir, "train")
     assert not data.features_dict and len(data.initial_list) == 240

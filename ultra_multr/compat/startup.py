@@ -281,18 +281,18 @@ def early_checks_command(argv: Sequence[str]) -> Optional[List[str]]:
 
     None when no early checks are due: switched off (``ULTRA_MULTR_EARLY_CHECKS=0``),
     the script is not ULTRA's main.py, no ``--data_dir`` or not a directory,
-    ``--help``, the ULTRE layout (``--click_model_dir``: the second process knows ULTRA's layout
-    only, so ULTRE data is checked in the main process, as before), or an algorithm that is not ours
-    (nothing would wait for them).
+    ``--help``, or an algorithm that is not ours (nothing would wait for them).  main.py's
+    ``--click_model_dir`` (the ULTRE layout) is passed on.
     """
     if os.environ.get(EARLY_CHECKS_ENV) == "0" or not argv or not is_ultra_main_py(argv[0]):
         return None
     args = parse_main_py_argv(argv[1:])
-    if args is None or args.click_model_dir is not None or not os.path.isdir(args.data_dir):
+    if args is None or not os.path.isdir(args.data_dir):
         return None
     if not _runs_our_algorithm(args.setting_file):
         return None
-    return [sys.executable, "-m", "ultra_multr.data.checks", args.data_dir, "--splits"] + splits_main_py_reads(args)
+    command = [sys.executable, "-m", "ultra_multr.data.checks", args.data_dir, "--splits"] + splits_main_py_reads(args)
+    return command + ([] if args.click_model_dir is None else ["--click_model_dir", args.click_model_dir])
 
 
 def start_early_checks(argv: Sequence[str]) -> None:

@@ -34,7 +34,8 @@ a label > 0).  Feature indices follow ULTRA's semantics
 puts it in the last slot); indices ULTRA would drop, misplace or overwrite
 are refused.
 
-Command line: ``python -m ultra_multr.data.checks DATA_DIR [--splits train valid test]``.
+Command line: ``python -m ultra_multr.data.checks DATA_DIR [--splits train valid test] [--click_model_dir DIR]``
+(``--click_model_dir`` as main.py's: the ULTRE layout).
 """
 from __future__ import annotations
 
@@ -444,12 +445,13 @@ def main(argv: Sequence[str] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ultra_multr.data.checks", description=__doc__.split("\n")[0])
     parser.add_argument("data_dir")
     parser.add_argument("--splits", nargs="+", default=list(SPLITS))
+    parser.add_argument("--click_model_dir", default=None, help="main.py's --click_model_dir: the ULTRE layout")
     args = parser.parse_args(argv)
     if not LOGGER.handlers and not logging.getLogger().handlers:
         logging.basicConfig(format="warning: %(message)s", level=logging.WARNING)
     start = time.time()
     try:
-        summaries = check_data_dir(args.data_dir, args.splits)
+        summaries = check_data_dir(args.data_dir, args.splits, args.click_model_dir)
     except DataCheckError as error:
         print("error: %s" % error, file=sys.stderr)
         return 1
