@@ -1,8 +1,10 @@
 """Ingest rate of the Baidu-ULTR reader and the session-replay feed on a generated log (CPU).
 
 python example/baidu_ingest_rate.py --out example/results_baidu_ingest [--sessions 5000 --per_file 2500]
+python example/baidu_ingest_rate.py --out OUT --log_files 'baidu-ultr/parts/part-1_split-*.feather'
 
-Generates a log in exactly the release's schema (ultra_multr.logs.generate), then, each in a fresh
+Generates a log in exactly the release's schema (ultra_multr.logs.generate), or takes the given files
+(the real release's, or a log written by example/baidu_study.py), then, each in a fresh
 process, times read_sessions per feature choice (the second of two passes over the files: page cache
 warm; sessions per second, bytes of the feature array per session, the process's peak resident memory
 and its resident memory after the imports) and BaiduSessionFeed batches of 256 (lexical, two passes).
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import glob
 import json
 import os
 import subprocess
@@ -78,13 +81,21 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--sessions", type=int, default=5000)
     parser.add_argument("--per_file", type=int, default=2500)
+    parser.add_argument("--log_files", help="a glob of Baidu-ULTR feather files to read instead of a generated log")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        log = write_baidu_log(tmp, n_queries=200, n_sessions=args.sessions, n_test_sessions=0, n_annotated=10,
-                              sessions_per_file=args.per_file)
+        if args.log_files:
+            files = sorted(glob.glob(args.log_files))
+            if not files:
+                parser.error("--log_files %r matches no file" % args.log_files)
+            source = "%d file(s) `%s`" % (len(files), args.log_files)
+        else:
+            files = write_baidu_log(tmp, n_queries=200, n_sessions=args.sessions, n_test_sessions=0, n_annotated=10,
+                                    sessions_per_file=args.per_file).train_files
+            source = "generated log of %d sessions (%d per file, 6-10 documents)" % (args.sessions, args.per_file)
         for what in baidu.FEATURE_SETS + ("feed",):
-            done = subprocess.run([sys.executable, os.path.abspath(__file__), "--measure", what] + log.train_files,
+            done = subprocess.run([sys.executable, os.path.abspath(__file__), "--measure", what] + files,
                                   capture_output=True, text=True, check=True)
             rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
     os.makedirs(args.out, exist_ok=True)
@@ -98,10 +109,8 @@ def main() -> None:
     atomic_write_file(os.path.join(args.out, "ingest.csv"), write_csv)
     header = "| " + " | ".join(rows[0]) + " |\n|" + "---|" * len(rows[0]) + "\n"
     lines = "".join("| " + " | ".join(str(v) for v in row.values()) + " |\n" for row in rows)
-    note = ("Generated log of %d sessions (%d per file, 6-10 documents, top 10), one CPU process per row on a "
-            "machine shared with other jobs (2 cores), `python example/baidu_ingest_rate.py --sessions %d "
-            "--per_file %d`.\n\n"
-            % (args.sessions, args.per_file, args.sessions, args.per_file))
+    note = ("%s, top 10, one CPU process per row (2-core machine), `python example/baidu_ingest_rate.py %s`.\n\n"
+            % (source[0].upper() + source[1:], " ".join(sys.argv[1:])))
     atomic_write_text(os.path.join(args.out, "ingest.md"), note + header + lines)
     print(note + header + lines)
 

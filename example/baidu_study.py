@@ -1,12 +1,14 @@
 """MULTR against Naive, IPS, DLA and PAL on a generated log in the Baidu-ULTR schema (issue 18, item 6).
 
     python example/baidu_study.py --out out/baidu_pbm --click-model pbm [--sessions 100000] [--queries 2000]
-        [--annotated 1000] [--seeds 0 1 2] [--steps 500] [--workers 2] [--dry-run]
+        [--annotated 1000] [--logger-bias 0] [--seeds 0 1 2] [--steps 500] [--workers 2] [--dry-run]
 
 1. A log in exactly the release's schema (:func:`ultra_multr.logs.generate.write_baidu_log`): ``--queries``
    queries of 6-10 documents with a latent grade 0-4 that the 12 lexical features carry with noise, each
    session showing its query in the order of a noisy logging ranker (so a query is logged in several
-   orders), clicks from a known model: ``pbm`` (examination 1/rank, click probability per grade
+   orders; with ``--logger-bias`` B it also favours a per-document popularity z, unrelated to relevance, by
+   B * z, and the lexical feature ``abstract_length`` carries z: the confound that lets position bias
+   mislead a ranker), clicks from a known model: ``pbm`` (examination 1/rank, click probability per grade
    ``graded_click_prob(0.1, 4)``) or ``cascade`` (the same click probabilities, the first click ends the
    session); ``--sessions`` training sessions in files of 25,000, 10,000 held-out sessions (part 0) and
    ``--annotated`` annotated queries (half valid, half test).  Written once into ``<out>/log`` with its
@@ -78,6 +80,7 @@ def write_log(out: str, recipe: Dict) -> str:
             log_dir, n_queries=recipe["queries"], n_sessions=recipe["sessions"], n_test_sessions=HELDOUT_SESSIONS,
             n_annotated=recipe["annotated"], n_positions=N_POSITIONS, sessions_per_file=SESSIONS_PER_FILE,
             click_model=CLICK_MODELS[recipe["click_model"]](), seed=recipe["seed"],
+            logger_bias=recipe.get("logger_bias", 0.0),
         )
         atomic_write_text(recipe_path, json.dumps(recipe, indent=1, sort_keys=True) + "\n")
     return os.path.join(log_dir, "parts", "part-1_split-*.feather")
@@ -209,6 +212,9 @@ def main(argv=None) -> int:
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument("--annotated", type=int, default=1000)
     parser.add_argument("--log-seed", type=int, default=0, help="seed of the generated log")
+    parser.add_argument("--logger-bias", type=float, default=0.0,
+                        help="weight of the logging ranker's popularity z (carried by abstract_length, unrelated to "
+                             "relevance); 0: the logger follows relevance plus noise only")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=500, help="ranker updates (and MULTR's simulator cap)")
     parser.add_argument(
@@ -224,6 +230,8 @@ def main(argv=None) -> int:
     out = os.path.abspath(args.out)
     recipe = {"click_model": args.click_model, "sessions": args.sessions, "queries": args.queries,
               "annotated": args.annotated, "seed": args.log_seed}
+    if args.logger_bias:  # only then: recipes of logs written without it stay valid
+        recipe["logger_bias"] = args.logger_bias
     data_dir = os.path.join(out, "data")
     log_pattern = os.path.join(out, "log", "parts", "part-1_split-*.feather")
     if not args.dry_run:

@@ -111,3 +111,29 @@ def test_generated_cascade_clicks_follow_the_cascade(tmp_path):
     clicks = read_sessions(log.train_files[0], "lexical", 10).clicks
     assert clicks.sum(1).max() == 1
     np.testing.assert_allclose(clicks[:, :6].mean(0), 0.3 * 0.7 ** np.arange(6), atol=0.025)
+
+
+def test_logger_bias_puts_the_popularity_feature_on_top_independently_of_relevance(tmp_path):
+    """With logger_bias the logging ranker favours z, which LOGGER_FEATURE carries and the grade does not:
+    documents with high z sit higher in the logged lists, and in the annotations z is unrelated to the label.
+    Without it the feature follows the grade like every other lexical feature."""
+    from ultra_multr.logs.generate import LOGGER_FEATURE
+
+    column = schema.LEXICAL_FEATURES.index(LOGGER_FEATURE)
+
+    def top_minus_bottom_and_label_correlation(logger_bias):
+        log = write_baidu_log(str(tmp_path / str(logger_bias)), n_queries=200, n_sessions=2000, n_test_sessions=0,
+                              n_annotated=400, sessions_per_file=2000, seed=2, logger_bias=logger_bias)
+        sessions = read_sessions(log.train_files[0], "lexical", 10, log1p_lexical=False)
+        feature = sessions.features[:, :, column]
+        rows = feather.read_table(log.validation_file).to_pylist()
+        values = np.concatenate([row[LOGGER_FEATURE] for row in rows]).astype(float)
+        labels = np.concatenate([row["label"] for row in rows]).astype(float)
+        return feature[:, 0].mean() - feature[:, 5].mean(), np.corrcoef(values, labels)[0, 1]
+
+    biased_gap, biased_corr = top_minus_bottom_and_label_correlation(3.0)
+    plain_gap, plain_corr = top_minus_bottom_and_label_correlation(0.0)
+    assert biased_gap > 15 and abs(biased_corr) < 0.1  # z in units of 10: > 1.5 sd higher on top, unrelated to relevance
+    assert plain_corr > 0.5
+    with pytest.raises(ValueError, match="logger_bias"):
+        write_baidu_log(str(tmp_path / "bad"), logger_bias=-1.0)

@@ -9,6 +9,12 @@ label-based click model given (e.g. the cascade).  ``query_id``
 deliberately collides across queries (as in the release); ``query_md5`` is
 the key.  For tests and studies where the truth (examination, relevance)
 is known.
+
+With ``logger_bias`` > 0 the logging ranker also prefers documents by a
+per-document "popularity" z ~ N(0, 1) that is independent of relevance and
+that one lexical feature (``LOGGER_FEATURE``) carries: clicks then reward z
+through position alone, so a ranker that ignores position bias learns z as
+relevant (the confound that gives debiasing room to matter).
 """
 from __future__ import annotations
 
@@ -25,6 +31,8 @@ from ..data.ultra_format import atomic_write_file
 from . import baidu_schema as schema
 
 MAX_LABEL = 4
+#: The lexical feature that carries the logging ranker's popularity z when ``logger_bias`` > 0.
+LOGGER_FEATURE = "abstract_length"
 
 
 @dataclass(frozen=True)
@@ -59,10 +67,11 @@ class _Queries:
     grades: List[np.ndarray]
     lexical: List[Dict[str, np.ndarray]]
     embedding: List[np.ndarray]
+    popularity: List[np.ndarray]  # z per document, zeros without a logger bias
 
 
-def _queries(n_queries: int, n_positions: int, prefix: str, rng: np.random.Generator) -> _Queries:
-    queries = _Queries([], [], [], [], [])
+def _queries(n_queries: int, n_positions: int, prefix: str, rng: np.random.Generator, logger_bias: float) -> _Queries:
+    queries = _Queries([], [], [], [], [], [])
     for q in range(n_queries):
         n = int(rng.integers(min(6, n_positions), n_positions + 1))
         grades = np.minimum(rng.geometric(0.45, size=n) - 1, MAX_LABEL)
@@ -78,6 +87,11 @@ def _queries(n_queries: int, n_positions: int, prefix: str, rng: np.random.Gener
         embedding = rng.normal(0.0, 0.1, size=(n, schema.EMBEDDING_SIZE))
         embedding[:, :8] += grades[:, None] / MAX_LABEL
         queries.embedding.append(embedding.astype(np.float16))
+        popularity = np.zeros(n)
+        if logger_bias > 0:  # drawn only then: logs without it stay as they were, draw for draw
+            popularity = rng.normal(0.0, 1.0, size=n)
+            lexical[LOGGER_FEATURE] = np.round(10 * popularity + 50).astype(np.int32)
+        queries.popularity.append(popularity)
     return queries
 
 
@@ -90,13 +104,14 @@ def _write(path: str, columns: Dict[str, list], kind: str) -> None:
 
 
 def _session_rows(queries: _Queries, query: np.ndarray, rng: np.random.Generator, model: ClickModel,
-                  n_positions: int, generator: torch.Generator) -> Dict[str, list]:
+                  n_positions: int, generator: torch.Generator, logger_bias: float) -> Dict[str, list]:
     """The click-file columns of sessions of the given queries (one row each)."""
     columns: Dict[str, list] = {name: [] for name in schema.CLICK_COLUMNS}
     for q in query:
         grades = queries.grades[q]
         n = len(grades)
-        order = np.argsort(-(grades + rng.normal(0.0, 1.0, size=n)), kind="stable")  # the logging ranker
+        logger_score = grades + logger_bias * queries.popularity[q] + rng.normal(0.0, 1.0, size=n)
+        order = np.argsort(-logger_score, kind="stable")  # the logging ranker
         labels = torch.zeros(1, n_positions, dtype=torch.float64)
         labels[0, :n] = torch.from_numpy(grades[order].astype(np.float64))
         mask = torch.arange(n_positions)[None] < n
@@ -129,13 +144,17 @@ def write_baidu_log(
     click_prob: Sequence[float] = (),
     seed: int = 0,
     click_model: Optional[ClickModel] = None,
+    logger_bias: float = 0.0,
 ) -> GeneratedLog:
     """Write ``<directory>/parts/``: ``part-1_split-{s}.feather`` (``n_sessions`` training sessions,
     ``sessions_per_file`` per file), ``part-0_split-0.feather`` (``n_test_sessions`` of the same queries)
     and ``validation.feather`` (``n_annotated`` new queries, graded, in base order); a pure function of
     its arguments.  Default PBM: examination 1/k (``exam_prob``), click probability per grade of
-    ``graded_click_prob(0.1, 4)`` (``click_prob``); ``click_model`` replaces both.
+    ``graded_click_prob(0.1, 4)`` (``click_prob``); ``click_model`` replaces both.  The logging ranker
+    orders by grade + ``logger_bias`` * z + N(0, 1) noise per session (z: see the module docstring).
     """
+    if logger_bias < 0:
+        raise ValueError("write_baidu_log: logger_bias must be >= 0, got %r" % logger_bias)
     rng = np.random.default_rng(seed)
     generator = torch.Generator().manual_seed(seed)
     if click_model is not None and (exam_prob or click_prob):
@@ -146,20 +165,20 @@ def write_baidu_log(
     model.check_max_label(MAX_LABEL, "write_baidu_log")
     parts = os.path.join(directory, "parts")
     os.makedirs(parts, exist_ok=True)
-    queries = _queries(n_queries, n_positions, "train", rng)
+    queries = _queries(n_queries, n_positions, "train", rng, logger_bias)
     train_files, test_files = [], []
     for start in range(0, n_sessions, sessions_per_file):
         path = os.path.join(parts, "part-1_split-%d.feather" % (start // sessions_per_file))
         count = min(sessions_per_file, n_sessions - start)
         _write(path, _session_rows(queries, rng.integers(0, n_queries, size=count), rng, model, n_positions,
-                                   generator), "clicks")
+                                   generator, logger_bias), "clicks")
         train_files.append(path)
     if n_test_sessions:
         path = os.path.join(parts, "part-0_split-0.feather")
         _write(path, _session_rows(queries, rng.integers(0, n_queries, size=n_test_sessions), rng, model,
-                                   n_positions, generator), "clicks")
+                                   n_positions, generator, logger_bias), "clicks")
         test_files.append(path)
-    annotated = _queries(n_annotated, n_positions, "annotated", rng)
+    annotated = _queries(n_annotated, n_positions, "annotated", rng, logger_bias)
     columns: Dict[str, list] = {
         "query_id": [q % 7 for q in range(n_annotated)],
         "query_md5": annotated.md5,
