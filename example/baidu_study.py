@@ -2,6 +2,12 @@
 
     python example/baidu_study.py --out out/baidu_pbm --click-model pbm [--sessions 100000] [--queries 2000]
         [--annotated 1000] [--logger-bias 0] [--seeds 0 1 2] [--steps 500] [--workers 2] [--dry-run]
+    python example/baidu_study.py --out out/baidu_ultr --log-dir baidu-ultr_uva-mlm-ctr [--seeds ...] [--steps ...]
+
+With ``--log-dir`` the study reads a log already in the release's layout (the real Baidu-ULTR files:
+``parts/part-{1,2,3}_split-*.feather`` for training, ``parts/part-0_split-0.feather`` held out,
+``parts/validation.feather`` annotated) instead of generating one (step 1), and has no IPS row (no true
+propensities); the rest is the same.
 
 1. A log in exactly the release's schema (:func:`ultra_multr.logs.generate.write_baidu_log`): ``--queries``
    queries of 6-10 documents with a latent grade 0-4 that the 12 lexical features carry with noise, each
@@ -51,6 +57,7 @@ from ultra_multr.logs import baidu_click_ll, baidu_convert, baidu_evaluate
 from ultra_multr.logs.generate import MAX_LABEL, write_baidu_log
 
 N_POSITIONS = 10
+HELDOUT_FILE = "part-0_split-0.feather"
 SESSIONS_PER_FILE = 25000
 HELDOUT_SESSIONS = 10000
 CLICK_MODELS = {
@@ -59,6 +66,19 @@ CLICK_MODELS = {
 }
 LABELS = {"naive_tuned": "Naive (tuned)", "ipw_tuned": "IPS (tuned, true propensities)", "dla_tuned": "DLA (tuned)",
           "pal_tuned": "PAL (tuned)", "multr": "MULTR"}
+
+
+def train_pattern(log_dir: str) -> str:
+    """The training files of a log in the release's layout: parts 1.. (a generated log has part 1 only)."""
+    generated = os.path.exists(os.path.join(log_dir, "recipe.json"))
+    return os.path.join(log_dir, "parts", "part-1_split-*.feather" if generated else "part-[1-9]_split-*.feather")
+
+
+def count_sessions(files: List[str]) -> int:
+    """Rows (sessions) of the given feather files, reading one small column of each."""
+    import pyarrow.feather as feather
+
+    return sum(feather.read_table(path, columns=["n"]).num_rows for path in files)
 
 
 def write_log(out: str, recipe: Dict) -> str:
@@ -83,13 +103,13 @@ def write_log(out: str, recipe: Dict) -> str:
             logger_bias=recipe.get("logger_bias", 0.0),
         )
         atomic_write_text(recipe_path, json.dumps(recipe, indent=1, sort_keys=True) + "\n")
-    return os.path.join(log_dir, "parts", "part-1_split-*.feather")
+    return train_pattern(log_dir)
 
 
 def study_config(args, data_dir: str, log_pattern: str) -> Dict:
     methods = ["naive_tuned", "dla_tuned", "pal_tuned", "multr"]
     extra = {}
-    if args.click_model == "pbm":
+    if args.click_model == "pbm" and not args.log_dir:
         exam = reciprocal_rank_exam_prob(1.0, N_POSITIONS)
         extra["ipw_tuned"] = {
             "label": LABELS["ipw_tuned"], "role": "baseline", "learning_algorithm": "ultra_multr.IPW",
@@ -98,7 +118,8 @@ def study_config(args, data_dir: str, log_pattern: str) -> Dict:
         methods.insert(1, "ipw_tuned")
     return {
         "output_dir": os.path.abspath(args.out),
-        "datasets": {"baidu_generated": {args.click_model: data_dir}},
+        "datasets": {"baidu_ultr": {"logged": data_dir}} if args.log_dir else {
+            "baidu_generated": {args.click_model: data_dir}},
         "methods": methods,
         "seeds": list(args.seeds),
         "settings": {
@@ -129,11 +150,10 @@ def benchmark_metrics(run_dir: str, data_dir: str, log_dir: str) -> Dict:
         result = {"metrics": json.load(handle), "per_query": read_per_query_csv(os.path.join(out, "per_query_metrics.csv"))}
     simulator = os.path.join(run_dir, "model", "ultra_multr.MULTR.simulator.ckpt")
     if os.path.exists(simulator):
-        parts = os.path.join(log_dir, "parts")
-        result["click_ll"] = baidu_click_ll.evaluate(
-            simulator, sorted(glob.glob(os.path.join(parts, "part-1_split-*.feather"))),
-            [os.path.join(parts, "part-0_split-0.feather")], out, "lexical", N_POSITIONS, True,
-        )
+        result["click_ll"] = {population: baidu_click_ll.evaluate(
+            simulator, sorted(glob.glob(train_pattern(log_dir))), [os.path.join(log_dir, "parts", HELDOUT_FILE)],
+            out, "lexical", N_POSITIONS, True, population,
+        ) for population in baidu_click_ll.RESULT_FILES}
     return result
 
 
@@ -190,15 +210,17 @@ def report(out: str, data_dir: str, log_dir: str, n_sessions: int) -> str:
             summary[method]["multr_p"] = dict(zip(names, cells))
             text.append("| %s | %s |" % (LABELS.get(method, method), " | ".join(cells)))
         text += ["", "MULTR's simulator on the held-out sessions (part 0), per run: click log-likelihood per "
-                 "session (higher is better) and perplexity, beside the position click-rate floor:", "",
-                 "| run | simulator LL | floor LL | simulator perplexity | floor perplexity | sessions |",
+                 "session (higher is better) and mean perplexity per position, beside the position click-rate "
+                 "floor, on all sessions (the benchmark's) and on the sessions with a click (the only ones the "
+                 "simulator is trained on; the floor fitted on those too):", "",
+                 "| run | sessions | simulator LL | floor LL | simulator perplexity | floor perplexity |",
                  "|---|---|---|---|---|---|"]
         for run_dir, result in by_method["multr"]:
-            ll = result["click_ll"]
-            sim, floor = ll["MULTR simulator"], ll["position CTR"]
-            text.append("| %s | %.4f | %.4f | %.4f | %.4f | %d |" % (
-                os.path.basename(run_dir), sim["log_likelihood"], floor["log_likelihood"], sim["perplexity"], floor["perplexity"],
-                sim["sessions"]))
+            for population, ll in result["click_ll"].items():
+                sim, floor = ll["MULTR simulator"], ll["position CTR"]
+                text.append("| %s | %s: %d | %.4f | %.4f | %.4f | %.4f |" % (
+                    os.path.basename(run_dir), population, sim["sessions"], sim["log_likelihood"],
+                    floor["log_likelihood"], sim["perplexity"], floor["perplexity"]))
             summary["multr"].setdefault("click_ll", []).append({"run": os.path.basename(run_dir), **ll})
     atomic_write_text(os.path.join(out, "results", "baidu_metrics.json"), json.dumps(summary, indent=1) + "\n")
     return "\n".join(text) + "\n"
@@ -222,6 +244,7 @@ def main(argv=None) -> int:
         help="MULTR's imputation_samples: a logged session is a list the expected pass has not seen, so each step "
              "computes its pseudo clicks afresh; 32 instead of the default 256 keeps a step about as cheap as DLA's",
     )
+    parser.add_argument("--log-dir", help="a log in the release's layout (DIR/parts/...) to read instead of generating one")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
@@ -233,11 +256,17 @@ def main(argv=None) -> int:
     if args.logger_bias:  # only then: recipes of logs written without it stay valid
         recipe["logger_bias"] = args.logger_bias
     data_dir = os.path.join(out, "data")
-    log_pattern = os.path.join(out, "log", "parts", "part-1_split-*.feather")
+    log_dir = os.path.abspath(args.log_dir) if args.log_dir else os.path.join(out, "log")
+    if args.log_dir:
+        if not glob.glob(train_pattern(log_dir)) or not os.path.exists(os.path.join(log_dir, "parts", HELDOUT_FILE)):
+            parser.error("--log-dir %s: expected parts/part-N_split-S.feather (N >= 1) and parts/%s in it"
+                         % (args.log_dir, HELDOUT_FILE))
+    log_pattern = train_pattern(log_dir) if args.log_dir else os.path.join(log_dir, "parts", "part-1_split-*.feather")
     if not args.dry_run:
-        log_pattern = write_log(out, recipe)
+        if not args.log_dir:
+            log_pattern = write_log(out, recipe)
         if not os.path.exists(os.path.join(data_dir, baidu_convert.CONVERSION_JSON)):
-            baidu_convert.main(["--annotations", os.path.join(out, "log", "parts", "validation.feather"),
+            baidu_convert.main(["--annotations", os.path.join(log_dir, "parts", "validation.feather"),
                                 "--log_files", log_pattern, "--out", data_dir, "--features", "lexical"])
     config_path = os.path.join(out, "study.json")
     os.makedirs(out, exist_ok=True)
@@ -249,7 +278,8 @@ def main(argv=None) -> int:
     results = os.path.join(out, "results")
     atomic_write_text(os.path.join(results, "sessions.md"), budget.format_markdown(runs_dir))
     atomic_write_text(os.path.join(results, "diagnostics.md"), diagnostics.format_markdown(diagnostics.collect(runs_dir)))
-    table = report(out, data_dir, os.path.join(out, "log"), args.sessions)
+    n_sessions = count_sessions(sorted(glob.glob(log_pattern))) if args.log_dir else args.sessions
+    table = report(out, data_dir, log_dir, n_sessions)
     atomic_write_text(os.path.join(results, "baidu_metrics.md"), table)
     print(table)
     return code

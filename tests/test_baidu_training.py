@@ -65,6 +65,7 @@ def test_stub_views_split_the_sessions_into_disjoint_buckets(baidu_data):
     stub = ultra.utils.read_data(data_dir, "train", None, 0)
     assert len(stub.initial_list) == 10
     rest = query_subset(stub, list(range(2, 10)))
+    counts = {}
     for buckets, view in (([0, 1], query_subset(stub, [0, 1])), (list(range(2, 10)), rest),
                           ([3, 5], query_subset(rest, [1, 3]))):  # a view of a view: buckets of the stub
         feed = BaiduSessionFeed(_Model(), 20, "log_files=%s" % patterns)
@@ -72,6 +73,11 @@ def test_stub_views_split_the_sessions_into_disjoint_buckets(baidu_data):
             input_feed, info = feed.get_batch(view, check_validation=True)
             assert all(sum(clicks) > 0 for clicks in info["click_list"])
             assert {session_id % 10 for session_id in info["rank_list_idxs"]} <= set(buckets)
+        # the sessions MULTR holds out with such a view: those of its buckets, not its lists
+        counts[tuple(buckets)] = feed.distinct_sessions(view)
+        ids = [f * BUCKET_FILE_STRIDE + r for f in range(2) for r in range(100)]
+        assert counts[tuple(buckets)] == sum(1 for i in ids if i % 10 in buckets)
+    assert counts[(0, 1)] + counts[tuple(range(2, 10))] == feed.distinct_sessions(stub) == 200
 
 
 def _settings(tmp_path, data_dir, algorithm, hparams):
@@ -139,14 +145,22 @@ def _check_heldout_click_log_likelihood(log_files, model_dir, out):
     assert set(results) == {"MULTR simulator", "position CTR"}
     assert all(r["sessions"] == 50 and np.isfinite(r["log_likelihood"]) and r["log_likelihood"] < 0
                for r in results.values())
-    clicks, shown = np.zeros(10), np.zeros(10)
-    for path in train_files:
-        for row in pa_feather.read_table(path).to_pylist():
-            clicks[:row["n"]] += row["click"]
-            shown[:row["n"]] += 1
-    ctr = clicks / shown
+    clicked = evaluate(os.path.join(model_dir, "ultra_multr.MULTR.simulator.ckpt"), train_files, heldout_files, out,
+                       population="clicked")
     heldout = pa_feather.read_table(heldout_files[0]).to_pylist()
-    expected = np.mean([sum(np.log(ctr[t]) if c else np.log(1 - ctr[t]) for t, c in enumerate(row["click"]))
-                        for row in heldout])
-    assert results["position CTR"]["log_likelihood"] == pytest.approx(expected, rel=1e-6)
+    for population, found in (("all", results), ("clicked", clicked)):
+        keep = (lambda row: True) if population == "all" else (lambda row: sum(row["click"][:10]) > 0)
+        clicks, shown = np.zeros(10), np.zeros(10)
+        for path in train_files:
+            for row in filter(keep, pa_feather.read_table(path).to_pylist()):
+                clicks[:row["n"]] += row["click"]
+                shown[:row["n"]] += 1
+        ctr = clicks / shown
+        rows = list(filter(keep, heldout))
+        expected = np.mean([sum(np.log(ctr[t]) if c else np.log(1 - ctr[t]) for t, c in enumerate(row["click"]))
+                            for row in rows])
+        assert found["position CTR"]["log_likelihood"] == pytest.approx(expected, rel=1e-6)
+        assert found["MULTR simulator"]["sessions"] == len(rows)
+    assert 0 < clicked["position CTR"]["sessions"] < 50  # the log has click-less sessions: the populations differ
     assert os.path.isfile(os.path.join(out, "click_log_likelihood.json"))
+    assert os.path.isfile(os.path.join(out, "click_log_likelihood_clicked.json"))

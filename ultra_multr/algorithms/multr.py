@@ -672,7 +672,7 @@ class DoublyRobustMixin:
             optimizer = torch.optim.Adam(parameters, lr=config.simulator_learning_rate, capturable=graphed)
         else:
             optimizer = torch.optim.Adagrad(parameters, lr=config.simulator_learning_rate)
-        n_heldout = self.heldout_session_count(train_set, heldout_set)
+        n_heldout = self.heldout_session_count(train_set, heldout_set, feed)
         patience = config.simulator_patience
         if patience and n_heldout < config.simulator_min_heldout_sessions:
             LOGGER.warning(
@@ -768,11 +768,15 @@ class DoublyRobustMixin:
             trivial_log_likelihood=trivial.log_likelihood((b.labels, b.mask) for b in heldout),
         )
 
-    def heldout_session_count(self, train_set, heldout_set) -> int:
+    def heldout_session_count(self, train_set, heldout_set, feed) -> int:
         """Distinct sessions the simulator is measured on: a click log's held-out
-        sessions, or (fresh clicks) the held-out batches' draws."""
+        sessions (the feed's ``distinct_sessions`` of the view where a list is a
+        bucket of sessions, as in :class:`~ultra_multr.logs.baidu_feed.BaiduSessionFeed`),
+        or (fresh clicks) the held-out batches' draws."""
         if heldout_set is train_set:
             return self.hparams.simulator_heldout_batches * self.hparams.simulator_batch_size
+        if hasattr(feed, "distinct_sessions"):
+            return int(feed.distinct_sessions(heldout_set))
         return int(np.asarray(heldout_set.subset_sessions).sum())
 
     def reject_if_trivial(self, fit: Dict) -> None:

@@ -200,6 +200,13 @@ def read_sessions(path: str, features: str = "lexical", top_n: Optional[int] = 1
     )
 
 
+def session_count(path: str) -> int:
+    """Rows (sessions, or annotated queries) of one file, read from one small column."""
+    import pyarrow.feather as feather
+
+    return feather.read_table(path, columns=["n"], memory_map=True).num_rows
+
+
 def log_files(patterns: Sequence[str]) -> List[str]:
     """The files matching the glob patterns, in sorted order per pattern.
 

@@ -13,12 +13,22 @@ Numbers (nats): log-likelihood per session (mean over sessions of the sum
 over shown positions), per position (mean over the sessions showing it) and
 the perplexity per position ``exp(-LL_t)`` with its mean over positions.
 
+Two populations of sessions (``population``): ``all`` (the benchmark's), and
+``clicked``, the sessions with a click in the first N positions, the only
+ones MULTR's simulator is trained and early-stopped on (main.py draws
+training batches with ``check_validation=True``, which skips click-less
+sessions): the simulator models clicks *given* at least one, so on ``all``
+it over-predicts clicks by construction.  For ``clicked`` the floor is
+fitted on the training files' clicked sessions too.
+
 ``python -m ultra_multr.logs.baidu_click_ll --simulator M/ultra_multr.MULTR.simulator.ckpt
---train_files 'parts/part-[123]_split-*.feather' --heldout_files 'parts/part-0_split-*.feather' --out O``
+--train_files 'parts/part-[123]_split-*.feather' --heldout_files 'parts/part-0_split-*.feather' --out O
+[--population clicked]``
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -35,6 +45,21 @@ from ..simulator.checkpoint import check_compatible, load_simulator
 from . import baidu
 
 RESULT_JSON = "click_log_likelihood.json"
+#: population -> the result file's name
+RESULT_FILES = {"all": RESULT_JSON, "clicked": "click_log_likelihood_clicked.json"}
+
+
+def sessions_of(paths: Sequence[str], features: str, top_n: int, log1p_lexical: bool, population: str):
+    """:func:`baidu.iter_sessions`, each file's sessions restricted to ``population`` ("all" or "clicked")."""
+    if population not in RESULT_FILES:
+        raise ValueError("population=%r: expected one of %s" % (population, ", ".join(RESULT_FILES)))
+    for sessions in baidu.iter_sessions(paths, features, top_n, log1p_lexical):
+        if population == "clicked":
+            rows = sessions.clicks.sum(axis=1) > 0
+            sessions = dataclasses.replace(sessions, **{
+                field.name: getattr(sessions, field.name)[rows]
+                for field in dataclasses.fields(sessions) if isinstance(getattr(sessions, field.name), np.ndarray)})
+        yield sessions
 
 
 def as_lists(sessions: baidu.Sessions) -> tuple:
@@ -44,10 +69,11 @@ def as_lists(sessions: baidu.Sessions) -> tuple:
     return lists, Sessions(torch.arange(len(sessions)), torch.from_numpy(sessions.clicks))
 
 
-def position_ctr(paths: Sequence[str], top_n: int) -> FittedPBM:
-    """The ``position CTR`` model of the training files (clicks per shown position; one file at a time)."""
+def position_ctr(paths: Sequence[str], top_n: int, population: str = "all") -> FittedPBM:
+    """The ``position CTR`` model of the training files' ``population`` (clicks per shown position; one file
+    at a time)."""
     clicks, shown = np.zeros(top_n), np.zeros(top_n)
-    for sessions in baidu.iter_sessions(paths, "lexical", top_n):
+    for sessions in sessions_of(paths, "lexical", top_n, True, population):
         clicks += sessions.clicks.sum(0)
         shown += sessions.mask.sum(0)
     ctr = torch.from_numpy(clicks / np.maximum(shown, 1.0))
@@ -57,11 +83,11 @@ def position_ctr(paths: Sequence[str], top_n: int) -> FittedPBM:
 
 
 def score_files(models: Sequence[SessionModel], paths: Sequence[str], features: str, top_n: int,
-                log1p_lexical: bool = True) -> Dict[str, Dict]:
-    """Each model's held-out numbers (see the module docstring) over the sessions of ``paths``."""
+                log1p_lexical: bool = True, population: str = "all") -> Dict[str, Dict]:
+    """Each model's held-out numbers (see the module docstring) over the ``population`` sessions of ``paths``."""
     totals = {m.name: {"sum": 0.0, "sessions": 0, "per_position": np.zeros(top_n), "shown": np.zeros(top_n)}
               for m in models}
-    for sessions in baidu.iter_sessions(paths, features, top_n, log1p_lexical):
+    for sessions in sessions_of(paths, features, top_n, log1p_lexical, population):
         lists, logged = as_lists(sessions)
         for model in models:
             log_lik = slot_log_likelihood(model.conditional_click_probs(lists, logged), logged, lists).numpy()
@@ -85,18 +111,21 @@ def score_files(models: Sequence[SessionModel], paths: Sequence[str], features: 
 
 
 def evaluate(simulator_path: str, train_files: Sequence[str], heldout_files: Sequence[str], out_dir: str,
-             features: str = "lexical", top_n: int = 10, log1p_lexical: bool = True) -> Dict[str, Dict]:
-    """Score the simulator and the position CTR on ``heldout_files``; writes ``out_dir/click_log_likelihood.json``.
+             features: str = "lexical", top_n: int = 10, log1p_lexical: bool = True,
+             population: str = "all") -> Dict[str, Dict]:
+    """Score the simulator and the position CTR on the ``population`` sessions of ``heldout_files``; writes
+    ``out_dir/`` :data:`RESULT_FILES` ``[population]``.
 
     Raises:
         ValueError: the simulator's feature or list size does not fit ``features`` and ``top_n``.
     """
     simulator, _ = load_simulator(simulator_path)
     check_compatible(simulator.config, baidu.feature_size(features), top_n, simulator_path)
-    models: List[SessionModel] = [SimulatorModel(simulator), position_ctr(train_files, top_n)]
-    results = score_files(models, heldout_files, features, top_n, log1p_lexical)
-    record = {"heldout_files": list(heldout_files), "train_files": list(train_files), "models": results}
-    atomic_write_text(os.path.join(out_dir, RESULT_JSON), json.dumps(record, indent=1) + "\n")
+    models: List[SessionModel] = [SimulatorModel(simulator), position_ctr(train_files, top_n, population)]
+    results = score_files(models, heldout_files, features, top_n, log1p_lexical, population)
+    record = {"heldout_files": list(heldout_files), "train_files": list(train_files), "population": population,
+              "models": results}
+    atomic_write_text(os.path.join(out_dir, RESULT_FILES[population]), json.dumps(record, indent=1) + "\n")
     return results
 
 
@@ -109,10 +138,12 @@ def main(argv: Sequence[str] = None) -> None:
     parser.add_argument("--features", default="lexical", choices=baidu.FEATURE_SETS)
     parser.add_argument("--top_n", type=int, default=10)
     parser.add_argument("--no_log1p", action="store_true")
+    parser.add_argument("--population", choices=sorted(RESULT_FILES), default="all",
+                        help="all held-out sessions, or those with a click (the simulator's training population)")
     args = parser.parse_args(argv)
     split = lambda text: baidu.log_files([p for p in text.split(";") if p.strip()])  # noqa: E731
     results = evaluate(args.simulator, split(args.train_files), split(args.heldout_files), args.out, args.features,
-                       args.top_n, not args.no_log1p)
+                       args.top_n, not args.no_log1p, args.population)
     for name, values in results.items():
         print("%-16s held-out click log-likelihood %.4f per session, perplexity %.4f (%d sessions)"
               % (name, values["log_likelihood"], values["perplexity"], values["sessions"]))

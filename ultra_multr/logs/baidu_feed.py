@@ -164,6 +164,16 @@ class BaiduSessionFeed(SessionReplayFeed):
         info_map["rank_list_idxs"] = np.concatenate([self._buckets_of(s, idx) for s, idx in chosen]).tolist()
         return input_feed, info_map
 
+    def distinct_sessions(self, data_set: Any) -> int:
+        """The logged sessions of the buckets ``data_set`` (the stub or a view of it) allows, counted from the
+        files' row numbers: what MULTR holds out of its simulator is this many sessions, not the view's lists."""
+        n_buckets, allowed = self._allowed_buckets(data_set)
+        total = 0
+        for index, path in enumerate(self.files):
+            ids = index * BUCKET_FILE_STRIDE + np.arange(baidu.session_count(path), dtype=np.int64)
+            total += int(ids.size if allowed is None else np.isin(ids % n_buckets, allowed).sum())
+        return total
+
     def _buckets_of(self, sessions: baidu.Sessions, rows: np.ndarray) -> np.ndarray:
         """[R] int64 the session ids ``file index * BUCKET_FILE_STRIDE + row`` (bucket = id mod Q)."""
         return self.files.index(sessions.path) * BUCKET_FILE_STRIDE + rows
