@@ -776,3 +776,19 @@ def test_runner_trains_through_ultra_main_and_matches_ultra_evaluation(tmp_path)
     theirs = {k: float(v) for k, v in re.findall(r"(\w+):([0-9.]+)", line)}
     for name in METRICS:
         assert summary[name] == pytest.approx(theirs[name], abs=6e-4)  # main.py prints 3 decimals
+
+
+def test_done_json_records_each_steps_peak_memory(tmp_path):
+    """A step that holds 300 MiB shows it in done.json; the next step of the same run does not carry it over."""
+    fake, _, _ = _fake_commands(tmp_path)
+    # touched (resident, not just reserved), and held past two reads of the runner's poll
+    hold = "import time; b = bytearray(300 << 20); b[::4096] = b'x' * len(b[::4096]); time.sleep(1.2)"
+    commands = lambda run: [("hold", [sys.executable, "-c", hold])] + fake(run)  # noqa: E731
+    runs = expand_runs(load_config(_write_config(tmp_path)))[:1]
+    report = run_all(runs, str(tmp_path / "out"), workers=1, commands=commands, progress=False)
+    assert report.finished == 1 and not report.failed
+    with open(os.path.join(runs[0].run_dir, "done.json")) as handle:
+        peak = json.load(handle)["step_peak_rss_mib"]
+    assert set(peak) == {"hold", "fake"}
+    if os.path.exists("/proc/self/status"):
+        assert 300 <= peak["hold"] < 400 and peak["fake"] < 150

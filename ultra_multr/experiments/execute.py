@@ -74,6 +74,32 @@ def _last_lines(text: str) -> str:
     return "; its stderr ended with:\n" + "\n".join("    " + line for line in lines)
 
 
+#: Seconds between two reads of a running step's peak memory.
+PEAK_MEMORY_POLL_S = 0.5
+
+
+def wait_with_peak_memory(process: subprocess.Popen) -> tuple:
+    """(exit code, the step's peak resident memory in MiB, or None without ``/proc``).
+
+    The peak is the process's ``VmHWM`` (its own high-water mark: an exec starts it afresh, unlike
+    ``ru_maxrss``, which carries the forking runner's size over), read every :data:`PEAK_MEMORY_POLL_S`
+    seconds while it runs: growth in its last half second is missed, and so are its own children.
+    """
+    status, peak_kib = "/proc/%d/status" % process.pid, None
+    while True:
+        try:
+            with open(status) as handle:
+                for line in handle:
+                    if line.startswith("VmHWM:"):
+                        peak_kib = max(peak_kib or 0, int(line.split()[1]))
+        except (OSError, ValueError):  # no /proc, or the process has just ended
+            pass
+        try:
+            return process.wait(timeout=PEAK_MEMORY_POLL_S), None if peak_kib is None else round(peak_kib / 1024)
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def execute_run(run: RunSpec, commands: CommandFactory, threads: int) -> Optional[str]:
     """Run one pending run; returns None on success, else the reason (a failed step's: with its stderr's last lines)."""
     if os.path.isdir(run.run_dir):  # left over from an interrupted or failed attempt
@@ -86,7 +112,7 @@ def execute_run(run: RunSpec, commands: CommandFactory, threads: int) -> Optiona
         json.dumps({**run.info, "fingerprint": run.fingerprint, "main_args": run.main_args}, indent=1) + "\n",
     )
     started = time.time()
-    timings = {}
+    timings, peak_mib = {}, {}
     for step, argv in commands(run):
         step_start = time.time()
         with open(os.path.join(run.run_dir, step + ".stdout"), "w") as out:  # stdout goes straight to its file
@@ -98,7 +124,7 @@ def execute_run(run: RunSpec, commands: CommandFactory, threads: int) -> Optiona
                 os.path.join(run.run_dir, STEP_FILE),
                 json.dumps({"step": step, "pgid": process.pid, "host": socket.gethostname()}) + "\n",
             )
-            code = process.wait()
+            code, peak_mib[step] = wait_with_peak_memory(process)
         finally:
             if process.poll() is None:
                 kill_group(process.pid)
@@ -113,6 +139,6 @@ def execute_run(run: RunSpec, commands: CommandFactory, threads: int) -> Optiona
     if not os.path.isfile(os.path.join(run.run_dir, PER_QUERY_CSV)):
         return write_failure(run.run_dir, "the steps finished but wrote no %s" % PER_QUERY_CSV)
     done = {"fingerprint": run.fingerprint, "data": run.data_id, "seconds": round(time.time() - started, 2), "step_seconds": timings,
-            "sessions": read_session_budget(run.run_dir)}
+            "step_peak_rss_mib": peak_mib, "sessions": read_session_budget(run.run_dir)}
     atomic_write_text(os.path.join(run.run_dir, DONE_FILE), json.dumps(done, indent=1) + "\n")
     return None
