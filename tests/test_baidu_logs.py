@@ -135,5 +135,18 @@ def test_logger_bias_puts_the_popularity_feature_on_top_independently_of_relevan
     plain_gap, plain_corr = top_minus_bottom_and_label_correlation(0.0)
     assert biased_gap > 15 and abs(biased_corr) < 0.1  # z in units of 10: > 1.5 sd higher on top, unrelated to relevance
     assert plain_corr > 0.5
-    with pytest.raises(ValueError, match="logger_bias"):
+    with pytest.raises(ValueError, match="logger_bias >= 0 and feature_noise > 0, got -1.0"):
         write_baidu_log(str(tmp_path / "bad"), logger_bias=-1.0)
+    with pytest.raises(ValueError, match="feature_noise > 0, got 0.0 and 0.0"):
+        write_baidu_log(str(tmp_path / "bad"), feature_noise=0.0)
+
+
+def test_feature_noise_weakens_what_the_features_tell_of_the_grade(tmp_path):
+    def bm25_label_correlation(feature_noise):
+        log = write_baidu_log(str(tmp_path / str(feature_noise)), n_queries=2, n_sessions=2, n_test_sessions=0,
+                              n_annotated=400, sessions_per_file=2, seed=4, feature_noise=feature_noise)
+        rows = feather.read_table(log.validation_file).to_pylist()
+        values = np.concatenate([row["bm25"] for row in rows])
+        return np.corrcoef(values, np.concatenate([row["label"] for row in rows]))[0, 1]
+
+    assert bm25_label_correlation(1.0) > 0.6 > 0.4 > bm25_label_correlation(4.0) > 0.1

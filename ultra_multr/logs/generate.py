@@ -70,7 +70,8 @@ class _Queries:
     popularity: List[np.ndarray]  # z per document, zeros without a logger bias
 
 
-def _queries(n_queries: int, n_positions: int, prefix: str, rng: np.random.Generator, logger_bias: float) -> _Queries:
+def _queries(n_queries: int, n_positions: int, prefix: str, rng: np.random.Generator, logger_bias: float,
+             feature_noise: float) -> _Queries:
     queries = _Queries([], [], [], [], [], [])
     for q in range(n_queries):
         n = int(rng.integers(min(6, n_positions), n_positions + 1))
@@ -80,7 +81,7 @@ def _queries(n_queries: int, n_positions: int, prefix: str, rng: np.random.Gener
         queries.grades.append(grades)
         lexical = {}
         for j, name in enumerate(schema.LEXICAL_FEATURES):
-            value = np.abs((1.0 + 0.3 * j) * grades + rng.normal(0.0, 1.0, size=n)) * (1 + j % 4)
+            value = np.abs((1.0 + 0.3 * j) * grades + rng.normal(0.0, feature_noise, size=n)) * (1 + j % 4)
             lexical[name] = (np.round(10 * value + 20).astype(np.int32) if name in schema.INTEGER_LEXICAL_FEATURES
                              else value.astype(np.float32))
         queries.lexical.append(lexical)
@@ -145,16 +146,20 @@ def write_baidu_log(
     seed: int = 0,
     click_model: Optional[ClickModel] = None,
     logger_bias: float = 0.0,
+    feature_noise: float = 1.0,
 ) -> GeneratedLog:
     """Write ``<directory>/parts/``: ``part-1_split-{s}.feather`` (``n_sessions`` training sessions,
     ``sessions_per_file`` per file), ``part-0_split-0.feather`` (``n_test_sessions`` of the same queries)
     and ``validation.feather`` (``n_annotated`` new queries, graded, in base order); a pure function of
     its arguments.  Default PBM: examination 1/k (``exam_prob``), click probability per grade of
     ``graded_click_prob(0.1, 4)`` (``click_prob``); ``click_model`` replaces both.  The logging ranker
-    orders by grade + ``logger_bias`` * z + N(0, 1) noise per session (z: see the module docstring).
+    orders by grade + ``logger_bias`` * z + N(0, 1) noise per session (z: see the module docstring).  Lexical
+    feature j is |(1 + 0.3 j) * grade + N(0, ``feature_noise``)| (scaled): the larger the noise, the less the
+    features tell the grade and the more a ranker has to learn from clicks.
     """
-    if logger_bias < 0:
-        raise ValueError("write_baidu_log: logger_bias must be >= 0, got %r" % logger_bias)
+    if logger_bias < 0 or feature_noise <= 0:
+        raise ValueError("write_baidu_log: need logger_bias >= 0 and feature_noise > 0, got %r and %r"
+                         % (logger_bias, feature_noise))
     rng = np.random.default_rng(seed)
     generator = torch.Generator().manual_seed(seed)
     if click_model is not None and (exam_prob or click_prob):
@@ -165,7 +170,7 @@ def write_baidu_log(
     model.check_max_label(MAX_LABEL, "write_baidu_log")
     parts = os.path.join(directory, "parts")
     os.makedirs(parts, exist_ok=True)
-    queries = _queries(n_queries, n_positions, "train", rng, logger_bias)
+    queries = _queries(n_queries, n_positions, "train", rng, logger_bias, feature_noise)
     train_files, test_files = [], []
     for start in range(0, n_sessions, sessions_per_file):
         path = os.path.join(parts, "part-1_split-%d.feather" % (start // sessions_per_file))
@@ -178,7 +183,7 @@ def write_baidu_log(
         _write(path, _session_rows(queries, rng.integers(0, n_queries, size=n_test_sessions), rng, model,
                                    n_positions, generator, logger_bias), "clicks")
         test_files.append(path)
-    annotated = _queries(n_annotated, n_positions, "annotated", rng, logger_bias)
+    annotated = _queries(n_annotated, n_positions, "annotated", rng, logger_bias, feature_noise)
     columns: Dict[str, list] = {
         "query_id": [q % 7 for q in range(n_annotated)],
         "query_md5": annotated.md5,
