@@ -172,23 +172,28 @@ def report(out: str, data_dir: str, log_dir: str, n_sessions: int) -> str:
             method = json.load(handle)["method"]
         by_method.setdefault(method, []).append((run_dir, benchmark_metrics(run_dir, data_dir, log_dir)))
     names = baidu_evaluate.BAIDU_METRICS
-    lines = ["| method | runs | " + " | ".join(names) + " | seconds per pass over the log |", "|---" * (len(names) + 3) + "|"]
+    lines = ["| method | runs | " + " | ".join(names) + " | seconds per pass over the log | peak MiB (training) |",
+             "|---" * (len(names) + 4) + "|"]
     summary = {}
     for method, results in by_method.items():
-        per_pass = []
+        per_pass, peak = [], []
         for run_dir, _ in results:
             with open(os.path.join(run_dir, "done.json")) as handle:
                 done = json.load(handle)
+            if (done.get("step_peak_rss_mib") or {}).get("train"):  # runs of a runner that measured it
+                peak.append(done["step_peak_rss_mib"]["train"])
             ranker = ((done.get("sessions") or {}).get("phases") or {}).get("ranker", {}).get("sessions")
             if ranker:  # runs of a feed that counted its sessions
                 per_pass.append(done["step_seconds"]["train"] * n_sessions / ranker)
         means = {m: [r["metrics"][m] for _, r in results] for m in names}
-        summary[method] = {"runs": len(results), "metrics": means, "seconds_per_pass": per_pass}
-        lines.append("| %s | %d | %s | %s |" % (LABELS.get(method, method), len(results),
-                                                " | ".join(_mean_sd(means[m]) for m in names),
-                                                "%.0f" % np.mean(per_pass) if per_pass else "n/a"))
+        summary[method] = {"runs": len(results), "metrics": means, "seconds_per_pass": per_pass, "peak_rss_mib": peak}
+        lines.append("| %s | %d | %s | %s | %s |" % (LABELS.get(method, method), len(results),
+                                                     " | ".join(_mean_sd(means[m]) for m in names),
+                                                     "%.0f" % np.mean(per_pass) if per_pass else "n/a",
+                                                     "%d" % max(peak) if peak else "n/a"))
     text = ["Benchmark metrics on the test queries (mean ± sample sd over seeds); seconds per pass: the run's "
-            "training wall time (start-up, simulator and pilots included) scaled to one pass over the log.", ""]
+            "training wall time (start-up, simulator and pilots included) scaled to one pass over the log; peak "
+            "MiB: the largest training process's peak resident memory over the runs.", ""]
     text += lines
     if "multr" in by_method:
         text += ["", "Paired p of MULTR against each method (two-sided Fisher randomisation test, 10,000 "
