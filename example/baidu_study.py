@@ -195,24 +195,36 @@ def report(out: str, data_dir: str, log_dir: str, n_sessions: int) -> str:
             "training wall time (start-up, simulator and pilots included) scaled to one pass over the log; peak "
             "MiB: the largest training process's peak resident memory over the runs.", ""]
     text += lines
+    def per_query(method: str, metric: str) -> Dict[str, float]:
+        tables = [r["per_query"] for _, r in by_method[method]]
+        return {q: float(np.mean([t[q][metric] for t in tables])) for q in tables[0]}
+
+    def paired(method: str, other: str, metric: str) -> tuple:
+        """(mean difference method - other, two-sided p) over the test queries."""
+        a, b = per_query(method, metric), per_query(other, metric)
+        queries = sorted(a)
+        x, y = np.array([a[q] for q in queries]), np.array([b[q] for q in queries])
+        return float(np.mean(x - y)), randomization_test(x, y)
+
+    if "naive_tuned" in by_method:  # room for debiasing: does any method beat the one that ignores the bias?
+        text += ["", "Against Naive (tuned), nDCG@10 on the test queries (room for debiasing: IPS with the true "
+                 "propensities is unbiased under the PBM):", "", "| method | difference | p |", "|---|---|---|"]
+        for method in by_method:
+            if method != "naive_tuned":
+                diff, p = paired(method, "naive_tuned", "ndcg_10")
+                summary[method]["vs_naive_ndcg_10"] = {"difference": diff, "p": p}
+                text.append("| %s | %+.4f | %.4f |" % (LABELS.get(method, method), diff, p))
     if "multr" in by_method:
         text += ["", "Paired p of MULTR against each method (two-sided Fisher randomisation test, 10,000 "
                  "permutations, test queries with each query's metric averaged over seeds):", "",
                  "| MULTR vs | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
-
-        def per_query(method: str, metric: str) -> Dict[str, float]:
-            tables = [r["per_query"] for _, r in by_method[method]]
-            return {q: float(np.mean([t[q][metric] for t in tables])) for q in tables[0]}
 
         for method in by_method:
             if method == "multr":
                 continue
             cells = []
             for metric in names:
-                a, b = per_query("multr", metric), per_query(method, metric)
-                queries = sorted(a)
-                p = randomization_test(np.array([a[q] for q in queries]), np.array([b[q] for q in queries]))
-                diff = np.mean([a[q] - b[q] for q in queries])
+                diff, p = paired("multr", method, metric)
                 cells.append("%.4f (%s)" % (p, "better" if diff > 0 else "worse" if diff < 0 else "level"))
             summary[method]["multr_p"] = dict(zip(names, cells))
             text.append("| %s | %s |" % (LABELS.get(method, method), " | ".join(cells)))
