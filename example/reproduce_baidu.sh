@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The Baidu-ULTR study on generated logs (issue 18, item 6; docs/baidu_study.md): four logs in the release's
+# exact schema, 100,000 training sessions each, and every method on the same logged sessions.
+#
+# Usage: example/reproduce_baidu.sh OUT_PREFIX       (the committed tables: example/reproduce_baidu.sh out/baidu)
+#   OUT_PREFIX_pbm            PBM clicks, features that nearly determine the grade, no logging confound
+#   OUT_PREFIX_pbm_bias2      PBM clicks, the logger also favours a popularity feature unrelated to relevance (B = 2)
+#   OUT_PREFIX_pbm_noisy      as pbm_bias2 with noisier relevance features (feature noise 4)
+#   OUT_PREFIX_cascade_noisy  as pbm_noisy with cascade clicks (no IPS row: no exact position propensity)
+# then the reader's ingest rate on pbm's 100,000 sessions.  Environment: SEEDS (default "0 1 2").
+# Resumable: run it again after an interruption and it skips the finished runs (each log is written once).
+# The tables go to example/results_baidu_study/<log>/ (baidu_metrics.md and .json, sessions.md, diagnostics.md,
+# the log's recipe) and example/results_baidu_study/ingest_100k.md.
+set -euo pipefail
+if [ $# -ne 1 ]; then echo "usage: $0 OUT_PREFIX" >&2; exit 2; fi
+OUT=$1
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+RESULTS=$HERE/results_baidu_study
+study() {  # NAME, then baidu_study.py flags
+  local name=$1
+  shift
+  # shellcheck disable=SC2086  # SEEDS is a list
+  python "$HERE/baidu_study.py" --out "${OUT}_$name" --seeds ${SEEDS:-0 1 2} "$@"
+  mkdir -p "$RESULTS/$name"
+  for table in baidu_metrics.md baidu_metrics.json sessions.md diagnostics.md; do
+    cp "${OUT}_$name/results/$table" "$RESULTS/$name/$table"
+  done
+  cp "${OUT}_$name/log/recipe.json" "$RESULTS/$name/recipe.json"
+}
+study pbm --click-model pbm
+study pbm_bias2 --click-model pbm --logger-bias 2
+study pbm_noisy --click-model pbm --logger-bias 2 --feature-noise 4
+study cascade_noisy --click-model cascade --logger-bias 2 --feature-noise 4
+python "$HERE/baidu_ingest_rate.py" --out "${OUT}_ingest_100k" --log_files "${OUT}_pbm/log/parts/part-1_split-*.feather"
+cp "${OUT}_ingest_100k/ingest.md" "$RESULTS/ingest_100k.md"
+cp "${OUT}_ingest_100k/ingest.csv" "$RESULTS/ingest_100k.csv"
