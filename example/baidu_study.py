@@ -1,8 +1,8 @@
 """MULTR against Naive, IPS, DLA and PAL on a generated log in the Baidu-ULTR schema (issue 18, item 6).
 
     python example/baidu_study.py --out out/baidu_pbm --click-model pbm [--sessions 100000] [--queries 2000]
-        [--annotated 1000] [--logger-bias 0] [--feature-noise 1] [--seeds 0 1 2] [--steps 500] [--workers 2]
-        [--dry-run]
+        [--annotated 1000] [--logger-bias 0] [--feature-noise 1] [--logger-noise 1] [--seeds 0 1 2]
+        [--steps 500] [--workers 2] [--dry-run]
     python example/baidu_study.py --out out/baidu_ultr --log-dir baidu-ultr_uva-mlm-ctr [--seeds ...] [--steps ...]
 
 With ``--log-dir`` the study reads a log already in the release's layout (the real Baidu-ULTR files:
@@ -15,7 +15,8 @@ propensities); the rest is the same.
    session showing its query in the order of a noisy logging ranker (so a query is logged in several
    orders; with ``--logger-bias`` B it also favours a per-document popularity z, unrelated to relevance, by
    B * z, and the lexical feature ``abstract_length`` carries z: the confound that lets position bias
-   mislead a ranker; ``--feature-noise`` sets how noisily the features carry the grade), clicks from a
+   mislead a ranker; ``--feature-noise`` sets how noisily the features carry the grade, ``--logger-noise``
+   the logger's per-session noise: 0 logs each query in one order), clicks from a
    known model: ``pbm`` (examination 1/rank, click probability per grade
    ``graded_click_prob(0.1, 4)``) or ``cascade`` (the same click probabilities, the first click ends the
    session); ``--sessions`` training sessions in files of 25,000, 10,000 held-out sessions (part 0) and
@@ -103,6 +104,7 @@ def write_log(out: str, recipe: Dict) -> str:
             n_annotated=recipe["annotated"], n_positions=N_POSITIONS, sessions_per_file=SESSIONS_PER_FILE,
             click_model=CLICK_MODELS[recipe["click_model"]](), seed=recipe["seed"],
             logger_bias=recipe.get("logger_bias", 0.0), feature_noise=recipe.get("feature_noise", 1.0),
+            logger_noise=recipe.get("logger_noise", 1.0),
         )
         atomic_write_text(recipe_path, json.dumps(recipe, indent=1, sort_keys=True) + "\n")
     return train_pattern(log_dir)
@@ -259,6 +261,8 @@ def main(argv=None) -> int:
     parser.add_argument("--feature-noise", type=float, default=1.0,
                         help="sd of the noise on each lexical feature's grade signal (1: the features nearly "
                              "determine the grade)")
+    parser.add_argument("--logger-noise", type=float, default=1.0,
+                        help="sd of the logging ranker's per-session noise (0: one logged order per query)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=500, help="ranker updates (and MULTR's simulator cap)")
     parser.add_argument(
@@ -279,6 +283,8 @@ def main(argv=None) -> int:
         recipe["logger_bias"] = args.logger_bias
     if args.feature_noise != 1.0:
         recipe["feature_noise"] = args.feature_noise
+    if args.logger_noise != 1.0:
+        recipe["logger_noise"] = args.logger_noise
     data_dir = os.path.join(out, "data")
     log_dir = os.path.abspath(args.log_dir) if args.log_dir else os.path.join(out, "log")
     if args.log_dir:

@@ -135,10 +135,12 @@ def test_logger_bias_puts_the_popularity_feature_on_top_independently_of_relevan
     plain_gap, plain_corr = top_minus_bottom_and_label_correlation(0.0)
     assert biased_gap > 15 and abs(biased_corr) < 0.1  # z in units of 10: > 1.5 sd higher on top, unrelated to relevance
     assert plain_corr > 0.5
-    with pytest.raises(ValueError, match="logger_bias >= 0 and feature_noise > 0, got -1.0"):
+    with pytest.raises(ValueError, match="logger_bias >= 0, .* got -1.0, 1.0 and 1.0"):
         write_baidu_log(str(tmp_path / "bad"), logger_bias=-1.0)
-    with pytest.raises(ValueError, match="feature_noise > 0, got 0.0 and 0.0"):
+    with pytest.raises(ValueError, match="feature_noise > 0 .* got 0.0, 0.0 and 1.0"):
         write_baidu_log(str(tmp_path / "bad"), feature_noise=0.0)
+    with pytest.raises(ValueError, match="logger_noise >= 0, got 0.0, 1.0 and -0.5"):
+        write_baidu_log(str(tmp_path / "bad"), logger_noise=-0.5)
 
 
 def test_feature_noise_weakens_what_the_features_tell_of_the_grade(tmp_path):
@@ -150,3 +152,16 @@ def test_feature_noise_weakens_what_the_features_tell_of_the_grade(tmp_path):
         return np.corrcoef(values, np.concatenate([row["label"] for row in rows]))[0, 1]
 
     assert bm25_label_correlation(1.0) > 0.6 > 0.4 > bm25_label_correlation(4.0) > 0.1
+
+
+def test_logger_noise_sets_how_many_orders_a_query_is_logged_in(tmp_path):
+    def orders_per_query(logger_noise):
+        log = write_baidu_log(str(tmp_path / str(logger_noise)), n_queries=10, n_sessions=400, n_test_sessions=0,
+                              n_annotated=2, sessions_per_file=400, seed=5, logger_bias=2.0, logger_noise=logger_noise)
+        orders = {}
+        for row in feather.read_table(log.train_files[0]).to_pylist():
+            orders.setdefault(row["query_md5"], set()).add(tuple(row["url_md5"]))
+        return max(len(o) for o in orders.values()), min(len(o) for o in orders.values())
+
+    assert orders_per_query(0.0) == (1, 1)  # a deterministic logger: one order per query
+    assert orders_per_query(1.0)[1] > 5  # the study's default: many

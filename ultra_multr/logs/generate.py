@@ -105,13 +105,14 @@ def _write(path: str, columns: Dict[str, list], kind: str) -> None:
 
 
 def _session_rows(queries: _Queries, query: np.ndarray, rng: np.random.Generator, model: ClickModel,
-                  n_positions: int, generator: torch.Generator, logger_bias: float) -> Dict[str, list]:
+                  n_positions: int, generator: torch.Generator, logger_bias: float,
+                  logger_noise: float) -> Dict[str, list]:
     """The click-file columns of sessions of the given queries (one row each)."""
     columns: Dict[str, list] = {name: [] for name in schema.CLICK_COLUMNS}
     for q in query:
         grades = queries.grades[q]
         n = len(grades)
-        logger_score = grades + logger_bias * queries.popularity[q] + rng.normal(0.0, 1.0, size=n)
+        logger_score = grades + logger_bias * queries.popularity[q] + rng.normal(0.0, logger_noise, size=n)
         order = np.argsort(-logger_score, kind="stable")  # the logging ranker
         labels = torch.zeros(1, n_positions, dtype=torch.float64)
         labels[0, :n] = torch.from_numpy(grades[order].astype(np.float64))
@@ -147,19 +148,21 @@ def write_baidu_log(
     click_model: Optional[ClickModel] = None,
     logger_bias: float = 0.0,
     feature_noise: float = 1.0,
+    logger_noise: float = 1.0,
 ) -> GeneratedLog:
     """Write ``<directory>/parts/``: ``part-1_split-{s}.feather`` (``n_sessions`` training sessions,
     ``sessions_per_file`` per file), ``part-0_split-0.feather`` (``n_test_sessions`` of the same queries)
     and ``validation.feather`` (``n_annotated`` new queries, graded, in base order); a pure function of
     its arguments.  Default PBM: examination 1/k (``exam_prob``), click probability per grade of
     ``graded_click_prob(0.1, 4)`` (``click_prob``); ``click_model`` replaces both.  The logging ranker
-    orders by grade + ``logger_bias`` * z + N(0, 1) noise per session (z: see the module docstring).  Lexical
+    orders by grade + ``logger_bias`` * z + N(0, ``logger_noise``) noise per session (z: see the module
+    docstring; the smaller the noise, the fewer orders a query is logged in).  Lexical
     feature j is |(1 + 0.3 j) * grade + N(0, ``feature_noise``)| (scaled): the larger the noise, the less the
     features tell the grade and the more a ranker has to learn from clicks.
     """
-    if logger_bias < 0 or feature_noise <= 0:
-        raise ValueError("write_baidu_log: need logger_bias >= 0 and feature_noise > 0, got %r and %r"
-                         % (logger_bias, feature_noise))
+    if logger_bias < 0 or feature_noise <= 0 or logger_noise < 0:
+        raise ValueError("write_baidu_log: need logger_bias >= 0, feature_noise > 0 and logger_noise >= 0, got %r, "
+                         "%r and %r" % (logger_bias, feature_noise, logger_noise))
     rng = np.random.default_rng(seed)
     generator = torch.Generator().manual_seed(seed)
     if click_model is not None and (exam_prob or click_prob):
@@ -176,12 +179,12 @@ def write_baidu_log(
         path = os.path.join(parts, "part-1_split-%d.feather" % (start // sessions_per_file))
         count = min(sessions_per_file, n_sessions - start)
         _write(path, _session_rows(queries, rng.integers(0, n_queries, size=count), rng, model, n_positions,
-                                   generator, logger_bias), "clicks")
+                                   generator, logger_bias, logger_noise), "clicks")
         train_files.append(path)
     if n_test_sessions:
         path = os.path.join(parts, "part-0_split-0.feather")
         _write(path, _session_rows(queries, rng.integers(0, n_queries, size=n_test_sessions), rng, model,
-                                   n_positions, generator, logger_bias), "clicks")
+                                   n_positions, generator, logger_bias, logger_noise), "clicks")
         test_files.append(path)
     annotated = _queries(n_annotated, n_positions, "annotated", rng, logger_bias, feature_noise)
     columns: Dict[str, list] = {
