@@ -116,17 +116,21 @@ OBSERVED_ONLY = {"name": "observed_only", "methods": ["multr"], "section": "lear
                  "parameter": "rerank_weight", "values": ["0"]}
 
 
+def finished_runs(runs_dir: str, method: str, variant, seeds) -> list:
+    """The finished runs of (method, variant) with these seeds (all: None); [] where none has run (yet)."""
+    try:
+        return compare.method_runs(runs_dir, method, variant, seeds)
+    except ValueError:
+        return []
+
+
 def pairwise_table(runs_dir: str, groups, n_permutations: int = 10000, pairs=None, seeds=None) -> str:
     """Markdown: per pair of (label, method, variant) groups with finished runs, the paired p per metric.
 
     ``pairs``: (label, label) pairs to test (default: every pair); ``seeds``: only the runs of these seeds
     (default: all), so that both sides of a pair have the same seeds."""
-    found = []
-    for label, method, variant in groups:
-        try:
-            found.append((label, compare.method_runs(runs_dir, method, variant, seeds)))
-        except ValueError:  # not run (yet): left out of the table, and said so
-            found.append((label, None))
+    # a group not run (yet) is left out of the table, and said so
+    found = [(label, finished_runs(runs_dir, method, variant, seeds) or None) for label, method, variant in groups]
     lines = ["| pair (runs) | " + " | ".join(METRICS) + " |", "|---" * (len(METRICS) + 1) + "|"]
     for (label_a, a), (label_b, b) in itertools.combinations(found, 2):
         if a is None or b is None or (pairs is not None and (label_a, label_b) not in pairs):
@@ -145,13 +149,8 @@ def grid_table(runs_dir: str, groups, folds, seeds, reference: str = "DLA (tuned
     difference to ``reference`` with its paired p (queries both have, pooled over sets, each averaged over seeds)
     and the share of the ``oracle`` - ``reference`` gap closed (nDCG@10)."""
     wanted = {"Fold%d" % k for k in folds}
-    found = {}
-    for label, method, variant in groups:
-        try:
-            runs = [r for r in compare.method_runs(runs_dir, method, variant, seeds) if r.info["fold"] in wanted]
-        except ValueError:
-            runs = []
-        found[label] = runs
+    found = {label: [r for r in finished_runs(runs_dir, method, variant, seeds) if r.info["fold"] in wanted]
+             for label, method, variant in groups}
     base, top = found.get(reference), found.get(oracle)
     metrics = ("ndcg_10", "err_10")
     mean = {label: {m: np.mean([r.mean(m) for r in runs]) for m in metrics} for label, runs in found.items() if runs}
