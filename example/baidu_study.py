@@ -243,7 +243,7 @@ def report(out: str, data_dir: str, log_dir: str, n_sessions: int) -> str:
                 text.append("| %s | %s: %d | %.4f | %.4f | %.4f | %.4f |" % (
                     os.path.basename(run_dir), population, sim["sessions"], sim["log_likelihood"],
                     floor["log_likelihood"], sim["perplexity"], floor["perplexity"]))
-            summary["multr"].setdefault("click_ll", []).append({"run": os.path.basename(run_dir), **ll})
+            summary["multr"].setdefault("click_ll", []).append({"run": os.path.basename(run_dir), **result["click_ll"]})
     atomic_write_text(os.path.join(out, "results", "baidu_metrics.json"), json.dumps(summary, indent=1) + "\n")
     return "\n".join(text) + "\n"
 
