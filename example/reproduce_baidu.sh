@@ -7,6 +7,7 @@
 #   OUT_PREFIX_pbm_bias2      PBM clicks, the logger also favours a popularity feature unrelated to relevance (B = 2)
 #   OUT_PREFIX_pbm_noisy      as pbm_bias2 with noisier relevance features (feature noise 4)
 #   OUT_PREFIX_cascade_noisy  as pbm_noisy with cascade clicks (no IPS row: no exact position propensity)
+#   OUT_PREFIX_pbm_det        as pbm_noisy with a nearly deterministic logger (noise 0.3), one seed: a screening
 # then the reader's ingest rate on pbm's 100,000 sessions.  Environment: SEEDS (default "0 1 2").
 # Resumable: run it again after an interruption and it skips the finished runs (each log is written once).
 # The tables go to example/results_baidu_study/<log>/ (baidu_metrics.md and .json, sessions.md, diagnostics.md,
@@ -31,6 +32,7 @@ study pbm --click-model pbm
 study pbm_bias2 --click-model pbm --logger-bias 2
 study pbm_noisy --click-model pbm --logger-bias 2 --feature-noise 4
 study cascade_noisy --click-model cascade --logger-bias 2 --feature-noise 4
+study pbm_det --click-model pbm --logger-bias 2 --feature-noise 4 --logger-noise 0.3 --seeds 0
 python "$HERE/baidu_ingest_rate.py" --out "${OUT}_ingest_100k" --log_files "${OUT}_pbm/log/parts/part-1_split-*.feather"
 cp "${OUT}_ingest_100k/ingest.md" "$RESULTS/ingest_100k.md"
 cp "${OUT}_ingest_100k/ingest.csv" "$RESULTS/ingest_100k.csv"
