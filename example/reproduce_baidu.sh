@@ -11,7 +11,8 @@
 # then the reader's ingest rate on pbm's 100,000 sessions.  Environment: SEEDS (default "0 1 2").
 # Resumable: run it again after an interruption and it skips the finished runs (each log is written once).
 # The tables go to example/results_baidu_study/<log>/ (baidu_metrics.md and .json, sessions.md, diagnostics.md,
-# the log's recipe) and example/results_baidu_study/ingest_100k.md.
+# the log's recipe), example/results_baidu_study/feature_reliance.md (how much each ranker ranks by the popularity
+# feature) and example/results_baidu_study/ingest_100k.md.
 set -euo pipefail
 if [ $# -ne 1 ]; then echo "usage: $0 OUT_PREFIX" >&2; exit 2; fi
 OUT=$1
@@ -33,6 +34,8 @@ study pbm_bias2 --click-model pbm --logger-bias 2
 study pbm_noisy --click-model pbm --logger-bias 2 --feature-noise 4
 study cascade_noisy --click-model cascade --logger-bias 2 --feature-noise 4
 study pbm_det --click-model pbm --logger-bias 2 --feature-noise 4 --logger-noise 0.3 --seeds 0
+python "$HERE/baidu_feature_reliance.py" --out "$RESULTS" \
+  --study "${OUT}_pbm" --study "${OUT}_pbm_bias2" --study "${OUT}_pbm_noisy" --study "${OUT}_cascade_noisy" --study "${OUT}_pbm_det"
 python "$HERE/baidu_ingest_rate.py" --out "${OUT}_ingest_100k" --log_files "${OUT}_pbm/log/parts/part-1_split-*.feather"
 cp "${OUT}_ingest_100k/ingest.md" "$RESULTS/ingest_100k.md"
 cp "${OUT}_ingest_100k/ingest.csv" "$RESULTS/ingest_100k.csv"
