@@ -2,7 +2,7 @@
 
     python example/baidu_study.py --out out/baidu_pbm --click-model pbm [--sessions 100000] [--queries 2000]
         [--annotated 1000] [--logger-bias 0] [--feature-noise 1] [--logger-noise 1] [--seeds 0 1 2]
-        [--steps 500] [--workers 2] [--dry-run]
+        [--steps 500] [--ranker-norm layer] [--workers 2] [--dry-run]
     python example/baidu_study.py --out out/baidu_ultr --log-dir baidu-ultr_uva-mlm-ctr [--seeds ...] [--steps ...]
 
 With ``--log-dir`` the study reads a log already in the release's layout (the real Baidu-ULTR files:
@@ -129,7 +129,8 @@ def study_config(args, data_dir: str, log_pattern: str) -> Dict:
         "settings": {
             "train_input_feed": "ultra_multr.logs.baidu_feed.BaiduSessionFeed",
             "train_input_hparams": {"log_files": log_pattern, "features": "lexical", "log1p_lexical": True},
-            "ranking_model_hparams": {"hidden_layer_sizes": [512, 256, 128]},
+            "ranking_model_hparams": dict({"hidden_layer_sizes": [512, 256, 128]},
+                                          **({} if args.ranker_norm == "layer" else {"norm": args.ranker_norm})),
             "learning_algorithm_hparams": {"learning_rate": 0.05, "log_every": 500},
         },
         "method_overrides": {"multr": {"learning_algorithm_hparams": {
@@ -271,6 +272,9 @@ def main(argv=None) -> int:
         help="MULTR's imputation_samples: a logged session is a list the expected pass has not seen, so each step "
              "computes its pseudo clicks afresh; 32 instead of the default 256 keeps a step about as cheap as DLA's",
     )
+    parser.add_argument("--ranker-norm", choices=["layer", "none"], default="layer",
+                        help="the DNN's normalisation (ULTRA's norm hparam): layer (ULTRA's default) normalises each "
+                             "document's features across them; none leaves them as they are")
     parser.add_argument("--log-dir", help="a log in the release's layout (DIR/parts/...) to read instead of generating one")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--dry-run", action="store_true")
