@@ -249,6 +249,17 @@ def report(out: str, data_dir: str, log_dir: str, n_sessions: int) -> str:
     return "\n".join(text) + "\n"
 
 
+def failed_runs(runs_dir: str) -> str:
+    """Markdown: every run that failed (its ``failed.json``), with the last line of its stderr."""
+    lines = ["| run | last line of its stderr |", "|---|---|"]
+    for path in sorted(glob.glob(os.path.join(runs_dir, "**", "failed.json"), recursive=True)):
+        with open(path) as handle:
+            failure = json.load(handle)
+        tail = (failure.get("stderr_tail") or failure["reason"]).strip().splitlines()[-1]
+        lines.append("| %s | %s |" % (os.path.relpath(os.path.dirname(path), runs_dir), tail.replace("|", "/")))
+    return "\n".join(lines) + "\n" if len(lines) > 2 else "No run failed.\n"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
@@ -312,6 +323,7 @@ def main(argv=None) -> int:
     runs_dir = os.path.join(out, "runs")
     results = os.path.join(out, "results")
     atomic_write_text(os.path.join(results, "sessions.md"), budget.format_markdown(runs_dir))
+    atomic_write_text(os.path.join(results, "failed.md"), failed_runs(runs_dir))
     atomic_write_text(os.path.join(results, "diagnostics.md"), diagnostics.format_markdown(diagnostics.collect(runs_dir)))
     n_sessions = count_sessions(sorted(glob.glob(log_pattern))) if args.log_dir else args.sessions
     table = report(out, data_dir, log_dir, n_sessions)
