@@ -15,7 +15,6 @@ Writes ``feature_reliance.md`` and ``.csv`` (per method: mean over runs).
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import json
 import os
@@ -24,7 +23,8 @@ from typing import Dict, List
 
 import numpy as np
 
-from ultra_multr.data.ultra_format import atomic_write_file, atomic_write_text
+from row_tables import markdown_lines, write_csv
+from ultra_multr.data.ultra_format import atomic_write_text
 from ultra_multr.experiments.aggregate import finished_run_dirs
 from ultra_multr.experiments.evaluate import load_ranker
 from ultra_multr.experiments.jsonfile import read_json
@@ -99,20 +99,12 @@ def main(argv: List[str] = None) -> int:
             rows.append({"study": os.path.basename(os.path.normpath(study)), "method": method, "runs": len(found),
                          **{k: round(float(np.mean([f[k] for f in found])), 4) for k in found[0]}})
     os.makedirs(args.out, exist_ok=True)
-
-    def write_csv(path: str) -> None:
-        with open(path, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-
-    atomic_write_file(os.path.join(args.out, "feature_reliance.csv"), write_csv)
+    write_csv(os.path.join(args.out, "feature_reliance.csv"), rows)
     lines = ["Annotated test queries; mean over runs of the within-query Pearson correlation of the ranker's scores "
              "with the popularity feature (%s) and with the grade, and nDCG@10 as trained and with the popularity "
              "feature set to its mean (`python example/baidu_feature_reliance.py %s`)."
-             % (LOGGER_FEATURE, " ".join(sys.argv[1:]) if argv is None else " ".join(argv)), "",
-             "| " + " | ".join(rows[0]) + " |", "|---" * len(rows[0]) + "|"]
-    lines += ["| " + " | ".join(str(v) for v in row.values()) + " |" for row in rows]
+             % (LOGGER_FEATURE, " ".join(sys.argv[1:]) if argv is None else " ".join(argv)), ""]
+    lines += markdown_lines(rows)
     lines += ["", "Correlation of the popularity feature with the grade over the annotated documents, raw and after a "
               "per-document layer normalisation of the 12 lexical features (as ULTRA's DNN normalises its input):", "",
               "| study | raw | layer-normalised |", "|---|---|---|"]

@@ -13,7 +13,6 @@ Writes ingest.csv and ingest.md.
 from __future__ import annotations
 
 import argparse
-import csv
 import glob
 import json
 import os
@@ -24,7 +23,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from ultra_multr.data.ultra_format import atomic_write_file, atomic_write_text  # noqa: E402
+from row_tables import markdown_lines, write_csv  # noqa: E402
+from ultra_multr.data.ultra_format import atomic_write_text  # noqa: E402
+from ultra_multr.experiments.processes import peak_resident_kib  # noqa: E402
 from ultra_multr.logs import baidu  # noqa: E402
 from ultra_multr.logs.generate import write_baidu_log  # noqa: E402
 
@@ -41,9 +42,8 @@ class _Stub:
 
 
 def _rss_mib() -> int:
-    """Peak resident memory of this process (VmHWM; ru_maxrss would carry the parent's over exec)."""
-    with open("/proc/self/status") as handle:
-        return round(int(next(line for line in handle if line.startswith("VmHWM:")).split()[1]) / 1024)
+    """Peak resident memory of this process in MiB (VmHWM; ru_maxrss would carry the parent's over exec)."""
+    return round(peak_resident_kib() / 1024)
 
 
 def measure(what: str, files: list) -> dict:
@@ -99,20 +99,12 @@ def main() -> None:
                                   capture_output=True, text=True, check=True)
             rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
     os.makedirs(args.out, exist_ok=True)
-
-    def write_csv(tmp_path: str) -> None:
-        with open(tmp_path, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-
-    atomic_write_file(os.path.join(args.out, "ingest.csv"), write_csv)
-    header = "| " + " | ".join(rows[0]) + " |\n|" + "---|" * len(rows[0]) + "\n"
-    lines = "".join("| " + " | ".join(str(v) for v in row.values()) + " |\n" for row in rows)
+    write_csv(os.path.join(args.out, "ingest.csv"), rows)
     note = ("%s, top 10, one CPU process per row (2-core machine), `python example/baidu_ingest_rate.py %s`.\n\n"
             % (source[0].upper() + source[1:], " ".join(sys.argv[1:])))
-    atomic_write_text(os.path.join(args.out, "ingest.md"), note + header + lines)
-    print(note + header + lines)
+    text = note + "\n".join(markdown_lines(rows)) + "\n"
+    atomic_write_text(os.path.join(args.out, "ingest.md"), text)
+    print(text)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import torch
 
 from ultra_multr.algorithms.dla import DLA
 from ultra_multr.algorithms.multr import MULTR
+from ultra_multr.experiments.processes import peak_resident_kib
 from ultra_multr.simulator import (
     ContextAwareUserSimulator,
     GraphedSimulatorUpdate,
@@ -88,11 +89,8 @@ def reset_peak(device: torch.device) -> None:
 def peak_mb(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024.0
-    return float("nan")
+    kib = peak_resident_kib()
+    return float("nan") if kib is None else kib / 1024.0
 
 
 def warm_up_and_peak(step, warmup: int, device: torch.device) -> float:

@@ -18,7 +18,7 @@ from typing import Any, Dict, Mapping, Optional
 from ..data.ultra_format import atomic_write_text
 from ..session_budget import read_summary as read_session_budget
 from .evaluate import PER_QUERY_CSV
-from .processes import CHILDREN, STEP_FILE, kill_group, kill_leftover_step
+from .processes import CHILDREN, STEP_FILE, kill_group, kill_leftover_step, peak_resident_kib
 from .runs import DONE_FILE, FAILED_FILE, RUN_FILE, SETTINGS_FILE, CommandFactory, RunSpec
 from .stderr_copy import StderrCopy
 
@@ -81,19 +81,15 @@ PEAK_MEMORY_POLL_S = 0.5
 def wait_with_peak_memory(process: subprocess.Popen) -> tuple:
     """(exit code, the step's peak resident memory in MiB, or None without ``/proc``).
 
-    The peak is the process's ``VmHWM`` (its own high-water mark: an exec starts it afresh, unlike
-    ``ru_maxrss``, which carries the forking runner's size over), read every :data:`PEAK_MEMORY_POLL_S`
-    seconds while it runs: growth in its last half second is missed, and so are its own children.
+    The peak is the process's ``VmHWM`` (:func:`~.processes.peak_resident_kib`), read every
+    :data:`PEAK_MEMORY_POLL_S` seconds while it runs: growth in its last half second is missed, and so are its
+    own children.
     """
-    status, peak_kib = "/proc/%d/status" % process.pid, None
+    peak_kib = None
     while True:
-        try:
-            with open(status) as handle:
-                for line in handle:
-                    if line.startswith("VmHWM:"):
-                        peak_kib = max(peak_kib or 0, int(line.split()[1]))
-        except (OSError, ValueError):  # no /proc, or the process has just ended
-            pass
+        found = peak_resident_kib(process.pid)
+        if found is not None:
+            peak_kib = max(peak_kib or 0, found)
         try:
             return process.wait(timeout=PEAK_MEMORY_POLL_S), None if peak_kib is None else round(peak_kib / 1024)
         except subprocess.TimeoutExpired:

@@ -47,6 +47,21 @@ def die_with_parent() -> None:  # pragma: no cover - runs in the forked child
         _PRCTL(PR_SET_PDEATHSIG, int(signal.SIGKILL))
 
 
+def peak_resident_kib(pid: "int | str" = "self") -> Optional[int]:
+    """A process's peak resident memory in KiB, its ``VmHWM`` (Linux; None without ``/proc`` or once it ended).
+
+    An exec starts the mark afresh, unlike ``ru_maxrss``, which carries the forking parent's size over.
+    """
+    try:
+        with open("/proc/%s/status" % pid) as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def kill_group(pgid: int, grace_s: float = KILL_GRACE_S) -> None:
     """SIGTERM the process group, then SIGKILL it if it is still there after ``grace_s``."""
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
