@@ -56,7 +56,7 @@ from ultra_multr.experiments.aggregate import finished_run_dirs
 from ultra_multr.experiments.evaluate import read_per_query_csv
 from ultra_multr.experiments.methods import EQUAL_TUNING
 from ultra_multr.experiments.significance import randomization_test
-from ultra_multr.logs import baidu_click_ll, baidu_convert, baidu_evaluate
+from ultra_multr.logs import baidu, baidu_click_ll, baidu_convert, baidu_evaluate
 from ultra_multr.logs.generate import MAX_LABEL, write_baidu_log
 
 N_POSITIONS = 10
@@ -77,15 +77,8 @@ def train_pattern(log_dir: str) -> str:
     return os.path.join(log_dir, "parts", "part-1_split-*.feather" if generated else "part-[1-9]_split-*.feather")
 
 
-def count_sessions(files: List[str]) -> int:
-    """Rows (sessions) of the given feather files, reading one small column of each."""
-    import pyarrow.feather as feather
-
-    return sum(feather.read_table(path, columns=["n"]).num_rows for path in files)
-
-
-def write_log(out: str, recipe: Dict) -> str:
-    """The generated log of ``recipe`` in ``<out>/log`` (written once); returns the training files' pattern.
+def write_log(out: str, recipe: Dict) -> None:
+    """The generated log of ``recipe`` in ``<out>/log`` (written once).
 
     Raises:
         SystemExit: ``<out>/log`` holds a log of another recipe.
@@ -107,7 +100,6 @@ def write_log(out: str, recipe: Dict) -> str:
             logger_noise=recipe.get("logger_noise", 1.0),
         )
         atomic_write_text(recipe_path, json.dumps(recipe, indent=1, sort_keys=True) + "\n")
-    return train_pattern(log_dir)
 
 
 def study_config(args, data_dir: str, log_pattern: str) -> Dict:
@@ -307,13 +299,13 @@ def main(argv=None) -> int:
         if not glob.glob(train_pattern(log_dir)) or not os.path.exists(os.path.join(log_dir, "parts", HELDOUT_FILE)):
             parser.error("--log-dir %s: expected parts/part-N_split-S.feather (N >= 1) and parts/%s in it"
                          % (args.log_dir, HELDOUT_FILE))
+    elif not args.dry_run:
+        write_log(out, recipe)
+    # a generated log has part 1 only (its pattern named even before a --dry-run has written it)
     log_pattern = train_pattern(log_dir) if args.log_dir else os.path.join(log_dir, "parts", "part-1_split-*.feather")
-    if not args.dry_run:
-        if not args.log_dir:
-            log_pattern = write_log(out, recipe)
-        if not os.path.exists(os.path.join(data_dir, baidu_convert.CONVERSION_JSON)):
-            baidu_convert.main(["--annotations", os.path.join(log_dir, "parts", "validation.feather"),
-                                "--log_files", log_pattern, "--out", data_dir, "--features", "lexical"])
+    if not args.dry_run and not os.path.exists(os.path.join(data_dir, baidu_convert.CONVERSION_JSON)):
+        baidu_convert.main(["--annotations", os.path.join(log_dir, "parts", "validation.feather"),
+                            "--log_files", log_pattern, "--out", data_dir, "--features", "lexical"])
     config_path = os.path.join(out, "study.json")
     os.makedirs(out, exist_ok=True)
     atomic_write_text(config_path, json.dumps(study_config(args, data_dir, log_pattern), indent=2) + "\n")
@@ -325,7 +317,7 @@ def main(argv=None) -> int:
     atomic_write_text(os.path.join(results, "sessions.md"), budget.format_markdown(runs_dir))
     atomic_write_text(os.path.join(results, "failed.md"), failed_runs(runs_dir))
     atomic_write_text(os.path.join(results, "diagnostics.md"), diagnostics.format_markdown(diagnostics.collect(runs_dir)))
-    n_sessions = count_sessions(sorted(glob.glob(log_pattern))) if args.log_dir else args.sessions
+    n_sessions = sum(map(baidu.session_count, glob.glob(log_pattern))) if args.log_dir else args.sessions
     table = report(out, data_dir, log_dir, n_sessions)
     atomic_write_text(os.path.join(results, "baidu_metrics.md"), table)
     print(table)

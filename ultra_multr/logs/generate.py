@@ -13,8 +13,10 @@ is known.
 With ``logger_bias`` > 0 the logging ranker also prefers documents by a
 per-document "popularity" z ~ N(0, 1) that is independent of relevance and
 that one lexical feature (``LOGGER_FEATURE``) carries: clicks then reward z
-through position alone, so a ranker that ignores position bias learns z as
-relevant (the confound that gives debiasing room to matter).
+through position alone, so a ranker that ignores position bias can learn z as
+relevant (the confound that gives debiasing room to matter; ULTRA's DNN with
+its default per-document layer norm turns z into a sign of irrelevance
+instead, docs/baidu_study.md).
 """
 from __future__ import annotations
 
