@@ -62,10 +62,12 @@ def random_case(seed, batch=5, slots=6, samples=3, padded=True):
 
 
 def vectorised(scores, mask, clicks, pseudo, permutations, propensity, variant, rerank_weight=None, guard="none"):
-    """losses.dr_loss on random_case's tensors; unguarded by default, like the literal equation."""
+    """losses.dr_loss on random_case's tensors; unguarded and averaged over queries, like the literal equation."""
     weights = losses.ipw_weights(propensity, mask)
     randomized = to_document_order(pseudo[:, 1:], permutations)
-    return losses.dr_loss(scores, mask, clicks, pseudo[:, 0], randomized, weights, variant, rerank_weight, guard)
+    return losses.dr_loss(
+        scores, mask, clicks, pseudo[:, 0], randomized, weights, variant, rerank_weight, guard, normalization="none"
+    )
 
 
 @pytest.mark.parametrize("rerank_weight", [None, "paper"])
@@ -132,7 +134,7 @@ def minimise(guard, steps=400, lr=1.0):
     optimizer = torch.optim.SGD([scores], lr=lr)
     for _ in range(steps):
         optimizer.zero_grad()
-        loss = losses.dr_loss(scores, mask, clicks, observed, randomized, weights, "dr", guard=guard)
+        loss = losses.dr_loss(scores, mask, clicks, observed, randomized, weights, "dr", guard=guard, normalization="none")
         loss.backward()
         optimizer.step()
     return float(loss.detach()), scores.detach()
@@ -262,3 +264,125 @@ def test_rebalance_keeps_the_expectation_under_the_click_probability_and_bounds_
     untouched = no_click >= 0
     assert torch.equal(guarded[0.0][untouched], no_click[untouched])
     assert torch.equal(guarded[1.0][untouched], with_click[untouched])
+
+
+# -- the batch's reduction (dr_normalization) ----------------------------------
+
+#: A hand-made batch: query 1 shows 3 documents, query 2 shows 2 (one padded slot); every score is 0, so
+#: Delta = log 3 in query 1 and log 2 in query 2.  With a = 0 and no re-ranked term, W = c^o + (c - c^o) w:
+#: query 1: c = [1, 0, 0], c^o = [0.5, 0.2, 0], w = [1, 2, 4] -> W = [1.0, -0.2, 0]
+#: query 2: c = [0, 1, -], c^o = [0.1, 0.3, -], w = [1, 3, -] -> W = [0.0, 2.4, 0]
+HAND_BATCH = dict(
+    scores=torch.zeros(2, 3, dtype=torch.float64),
+    mask=torch.tensor([[True, True, True], [True, True, False]]),
+    clicks=torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=torch.float64),
+    observed_pseudo_clicks=torch.tensor([[0.5, 0.2, 0.0], [0.1, 0.3, 0.0]], dtype=torch.float64),
+    randomized_pseudo_clicks=torch.zeros(2, 0, 3, dtype=torch.float64),
+    weights=torch.tensor([[1.0, 2.0, 4.0], [1.0, 3.0, 0.0]], dtype=torch.float64),
+)
+
+
+@pytest.mark.parametrize(
+    "guard, normalization, expected",
+    [
+        # sum W Delta = 1.0 log 3 - 0.2 log 3 + 2.4 log 2; sum |W| = 3.6; 2 queries
+        ("none", "batch_weight", (0.8 * math.log(3) + 2.4 * math.log(2)) / 3.6),
+        ("none", "none", (0.8 * math.log(3) + 2.4 * math.log(2)) / 2),
+        # clip: W = [1, 0, 0], [0, 2.4]: sum W = 3.4
+        ("clip", "batch_weight", (math.log(3) + 2.4 * math.log(2)) / 3.4),
+        ("clip", "none", (math.log(3) + 2.4 * math.log(2)) / 2),
+    ],
+)
+def test_the_batch_reduction_on_a_hand_computed_batch(guard, normalization, expected):
+    loss = losses.dr_loss(**HAND_BATCH, rerank_weight=0.0, guard=guard, normalization=normalization)
+    assert loss.item() == pytest.approx(expected, rel=1e-12)
+
+
+def test_batch_weight_is_the_default_and_a_batch_without_weight_gives_zero():
+    assert losses.dr_loss(**HAND_BATCH, rerank_weight=0.0, guard="none").item() == pytest.approx(
+        (0.8 * math.log(3) + 2.4 * math.log(2)) / 3.6, rel=1e-12
+    )
+    empty = dict(HAND_BATCH, clicks=torch.zeros(2, 3, dtype=torch.float64),
+                 observed_pseudo_clicks=torch.zeros(2, 3, dtype=torch.float64))
+    assert losses.dr_loss(**empty, rerank_weight=0.0, guard="none").item() == 0.0
+    with pytest.raises(ValueError, match="normalization must be one of"):
+        losses.weighted_listwise_loss(HAND_BATCH["scores"], HAND_BATCH["mask"], HAND_BATCH["weights"], "mean")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_batch_weight_makes_the_loss_independent_of_the_batchs_click_mass(seed):
+    """Scaling every weight (more clicks, larger inverse propensities) scales the printed loss, not DLA's reduction."""
+    scores, mask, clicks, pseudo, orders, permutations, propensity = random_case(seed)
+    weights = losses.ipw_weights(propensity, mask)
+    randomized = to_document_order(pseudo[:, 1:], permutations)
+    args = (scores, mask, clicks, pseudo[:, 0], randomized)
+    one = losses.dr_loss(*args, weights, guard="clip")
+    ten = losses.dr_loss(*(a * 10 if a.dtype.is_floating_point and a is not scores else a for a in args), weights, guard="clip")
+    assert ten.item() == pytest.approx(one.item(), rel=1e-10)
+    printed = lambda *a: losses.dr_loss(*a, weights, guard="clip", normalization="none")  # noqa: E731
+    assert printed(*(a * 10 if a.dtype.is_floating_point and a is not scores else a for a in args)).item() == \
+        pytest.approx(10 * printed(*args).item(), rel=1e-10)
+
+
+# -- the authors' released code's combination ----------------------------------
+
+def ultra_softmax_loss(output, labels, propensity_weights=None):
+    """ULTRA's ``BaseAlgorithm.softmax_loss``, written out as the authors' code calls it."""
+    if propensity_weights is None:
+        propensity_weights = torch.ones_like(labels)
+    weighted_labels = (labels + 0.0000001) * propensity_weights
+    label_dis = torch.nan_to_num(weighted_labels / torch.sum(weighted_labels, 1, keepdim=True))
+    loss = -(label_dis * torch.log_softmax(output, dim=-1)).sum(-1) * torch.sum(weighted_labels, 1)
+    return torch.sum(loss) / torch.sum(weighted_labels)
+
+
+def literal_authors_code_loss(scores, clicks, observed_pseudo, permutations, permuted_pseudo, weights):
+    """``MULTR.train`` of the released code, term by term: the re-ranked lists are one permutation per sample
+    for the whole batch, scored and labelled in permuted order and concatenated into a [B * S, N] batch."""
+    sample_num = len(permutations)
+    error_deviation = ultra_softmax_loss(scores, clicks, weights) - ultra_softmax_loss(scores, observed_pseudo, weights)
+    observed_naive = ultra_softmax_loss(scores, observed_pseudo)
+    unobserved_output = torch.cat([scores[:, order] for order in permutations], 0)
+    unobserved_labels = torch.cat(permuted_pseudo, 0)
+    unobserved_naive = ultra_softmax_loss(unobserved_output, unobserved_labels)
+    return (error_deviation + observed_naive + unobserved_naive * sample_num) / (1.0 + 1.0 + sample_num)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_authors_code_form_equals_a_literal_transcription(seed):
+    generator = torch.Generator().manual_seed(seed)
+    batch, slots, samples = 4, 5, 3
+    scores = torch.randn(batch, slots, generator=generator, dtype=torch.float64)
+    clicks = (torch.rand(batch, slots, generator=generator) < 0.4).double()
+    observed = (torch.rand(batch, slots, generator=generator) < 0.4).double()
+    propensity = torch.rand(batch, slots, generator=generator, dtype=torch.float64) * 0.9 + 0.1
+    weights = losses.ipw_weights(propensity, torch.ones(batch, slots, dtype=torch.bool))
+    permutations = [torch.randperm(slots, generator=generator) for _ in range(samples)]
+    # the simulator's clicks at each position of each permuted list
+    permuted_pseudo = [(torch.rand(batch, slots, generator=generator) < 0.4).double() for _ in range(samples)]
+    # ours takes them back in observed-list slots: document permutation[t] was shown at position t
+    in_slots = torch.zeros(batch, samples, slots, dtype=torch.float64)
+    for s, order in enumerate(permutations):
+        in_slots[:, s, order] = permuted_pseudo[s]
+    mask = torch.ones(batch, slots, dtype=torch.bool)
+    ours = losses.authors_code_dr_loss(scores, mask, clicks, observed, in_slots, weights)
+    literal = literal_authors_code_loss(scores, clicks, observed, permutations, permuted_pseudo, weights)
+    assert ours.item() == pytest.approx(literal.item(), rel=1e-10)
+    printed = losses.dr_loss(scores, mask, clicks, observed, in_slots, weights, guard="none", normalization="none")
+    assert ours.item() != pytest.approx(printed.item(), rel=1e-3)  # not the printed equation
+
+
+def test_the_authors_code_form_on_a_hand_computed_batch():
+    """Equal scores make Delta = log N for every document: each of the four terms is a weighted mean of log N,
+    so the loss is (log N - log N + log N + S log N) / (S + 2) whatever the clicks and weights."""
+    n, samples = 4, 2
+    mask = torch.ones(2, n, dtype=torch.bool)
+    clicks = torch.tensor([[1.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
+    observed = torch.tensor([[0.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    randomized = torch.tensor([[[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]], [[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]])
+    weights = torch.tensor([[1.0, 2.0, 3.0, 5.0], [1.0, 1.5, 2.0, 9.0]])
+    loss = losses.authors_code_dr_loss(torch.zeros(2, n), mask, clicks, observed, randomized, weights)
+    assert loss.item() == pytest.approx((samples + 1) / (samples + 2) * math.log(n), rel=1e-6)
+    # with S = 0 the re-ranked term drops out: (log N - log N + log N) / 2
+    none = losses.authors_code_dr_loss(torch.zeros(2, n), mask, clicks, observed, randomized[:, :0], weights)
+    assert none.item() == pytest.approx(math.log(n) / 2, rel=1e-6)

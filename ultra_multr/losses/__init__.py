@@ -5,9 +5,11 @@ re-rankings per query.  ``mask`` [B, N] is True for real documents; padded
 slots never carry clicks, pseudo clicks, weight or loss.
 
 Modules: :mod:`.listwise` (the softmax pieces they share), :mod:`.dla`,
-:mod:`.ipw`, :mod:`.dr` (MULTR), :mod:`.rem`, :mod:`.paird`, :mod:`.pal`.
+:mod:`.ipw`, :mod:`.dr` (MULTR), :mod:`.authors_code` (MULTR as the authors' code
+combines it), :mod:`.rem`, :mod:`.paird`, :mod:`.pal`.
 Every public name is re-exported here, so ``losses.dr_loss`` works.
 """
+from .authors_code import authors_code_dr_loss
 from .dla import PROBABILITY_FUNCTIONS, dla_softmax_loss, ipw_weights, logits_to_probability
 from .dr import (
     FORMS,
@@ -23,13 +25,23 @@ from .dr import (
     rebalance_weights,
 )
 from .ipw import ipw_loss
-from .listwise import listwise_document_losses, masked_log_softmax, masked_mean, weighted_listwise_loss
+from .listwise import (
+    MIN_WEIGHT_MASS,
+    NORMALIZATIONS,
+    listwise_document_losses,
+    masked_log_softmax,
+    masked_mean,
+    weighted_listwise_loss,
+)
 from .paird import pairwise_debias_loss, pairwise_debias_pair_losses, pairwise_debias_update
 from .pal import log1mexp, pal_click_log_probability, pal_click_loss
 from .rem import online_em_update, rem_posteriors, sigmoid_cross_entropy
 
 __all__ = [
     "FORMS",
+    "MIN_WEIGHT_MASS",
+    "NORMALIZATIONS",
+    "authors_code_dr_loss",
     "randomized_document_weights",
     "rebalance_weights",
     "PROBABILITY_FUNCTIONS",

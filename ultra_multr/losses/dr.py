@@ -179,6 +179,7 @@ def dr_loss_and_weights(
     rerank_weight: Optional[float] = None,
     guard: str = "clip",
     form: str = "mixture",
+    normalization: str = "batch_weight",
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """Eq. dr_loss (``form="mixture"``) or the randomised-target form
     (``form="randomized"``: :func:`randomized_document_weights`, variant
@@ -217,7 +218,7 @@ def dr_loss_and_weights(
         guarded = torch.where(mask, guarded, torch.zeros_like(guarded))
     else:
         guarded = apply_weight_guard(unguarded, guard)
-    return weighted_listwise_loss(scores, mask, guarded.detach()), unguarded
+    return weighted_listwise_loss(scores, mask, guarded.detach(), normalization), unguarded
 
 
 def dr_loss(
@@ -231,18 +232,23 @@ def dr_loss(
     rerank_weight: Optional[float] = None,
     guard: str = "clip",
     form: str = "mixture",
+    normalization: str = "batch_weight",
 ) -> torch.Tensor:
-    """Eq. dr_loss of the paper (or ``form``'s weights), averaged over the queries of the batch.
+    """Eq. dr_loss of the paper (or ``form``'s weights), reduced over the batch.
 
     Args:
         scores: [B, N] ranker scores of the observed list (gradients flow here).
+        normalization: "batch_weight" (default: ``sum_qd W_qd Delta / sum_qd |W_qd|``,
+            DLA's scale) or "none" (``mean_q sum_d W_qd Delta``, the printed
+            equation averaged over the batch's queries);
+            :func:`~ultra_multr.losses.listwise.weighted_listwise_loss`.
         Others: as in :func:`dr_document_weights` (no gradient is taken
             through them; pass detached tensors).
 
     Returns:
-        scalar: ``mean_q sum_d W_qd Delta(d | q)``.
+        scalar.
     """
     return dr_loss_and_weights(
         scores, mask, clicks, observed_pseudo_clicks, randomized_pseudo_clicks, weights, variant, rerank_weight, guard,
-        form,
+        form, normalization,
     )[0]

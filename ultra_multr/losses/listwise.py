@@ -35,20 +35,46 @@ def listwise_document_losses(scores: torch.Tensor, mask: torch.Tensor) -> torch.
     return -masked_log_softmax(scores, mask)
 
 
-def weighted_listwise_loss(scores: torch.Tensor, mask: torch.Tensor, document_weights: torch.Tensor) -> torch.Tensor:
-    """``mean_q sum_d W_qd Delta(d | q)``: per-document weights times Delta, mean over queries.
+#: ``normalization`` of :func:`weighted_listwise_loss`: "batch_weight" divides by the batch's total
+#: weight (DLA's scale: ULTRA's ``softmax_loss`` divides by the batch's click mass), "none" averages the
+#: per-query sums over the queries (the printed equations).
+NORMALIZATIONS = ("batch_weight", "none")
+#: The batch's total weight is clamped at least to this before dividing (as DLA clamps its click mass).
+MIN_WEIGHT_MASS = 1e-30
 
-    The form of Eq. ipw_loss and Eq. dr_loss alike, which differ only in W.
+
+def weighted_listwise_loss(
+    scores: torch.Tensor, mask: torch.Tensor, document_weights: torch.Tensor, normalization: str = "none"
+) -> torch.Tensor:
+    """Per-document weights times Delta, reduced over the batch.
+
+    The form of Eq. ipw_loss and Eq. dr_loss alike, which differ only in W:
+
+        "none":          mean_q sum_d W_qd Delta(d | q)
+        "batch_weight":  sum_qd W_qd Delta(d | q) / max(sum_qd |W_qd|, MIN_WEIGHT_MASS)
+
+    "batch_weight" is DLA's reduction (:func:`ultra_multr.losses.dla_softmax_loss`
+    is ``sum_qd W Delta / sum_qd W`` with ``W = (c + 1e-7) w``): a weighted mean
+    of Delta, so one learning rate is one step size whatever the batch's click
+    mass.  The divisor is the total of ``|W|`` (the total weight wherever the
+    weights are >= 0, as every guard but "none" keeps them), so a batch whose
+    signed weights cancel cannot blow the loss up.
 
     Args:
         scores: [B, N] (gradients flow here); mask: [B, N] bool;
         document_weights: [B, N], 0 at padded slots (detach them to keep
             gradients out of the weights).
+        normalization: one of :data:`NORMALIZATIONS`.
 
     Returns:
         scalar.
     """
-    return (document_weights * listwise_document_losses(scores, mask)).sum(dim=-1).mean()
+    if normalization not in NORMALIZATIONS:
+        raise ValueError("normalization must be one of %s, got %r" % (NORMALIZATIONS, normalization))
+    weighted = document_weights * listwise_document_losses(scores, mask)
+    if normalization == "none":
+        return weighted.sum(dim=-1).mean()
+    return weighted.sum() / document_weights.abs().sum().clamp(min=MIN_WEIGHT_MASS)
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
