@@ -199,11 +199,14 @@ def test_bad_baseline_hparams_are_named(synthetic_data_dir):
         build(synthetic_data_dir, algorithm_settings("ultra_multr.PairD", "regulation=2"))
 
 
-def test_multr_ipw_is_the_dr_loss_over_ipw_weights(synthetic_data_dir, monkeypatch, device):
-    """With pseudo clicks all 0 and no re-rankings, Eq. dr_loss is the IPW loss with IPW's own weights."""
+@pytest.mark.parametrize("normalization", ["batch_weight", "none"])
+def test_multr_ipw_is_the_dr_loss_over_ipw_weights(synthetic_data_dir, monkeypatch, device, normalization):
+    """With pseudo clicks all 0 and no re-rankings, Eq. dr_loss is the IPW-weighted listwise loss with IPW's own
+    weights: divided by the batch's weight by default, as IPW's own loss (ULTRA's softmax_loss, up to its 1e-7 label
+    smoothing), averaged over queries with dr_normalization=none."""
     settings = algorithm_settings(
         "ultra_multr.MULTR_IPW",
-        "seed=0,sample_num=0,rerank_weight=0,simulator_steps=0,device=%s" % device,
+        "seed=0,sample_num=0,rerank_weight=0,simulator_steps=0,dr_normalization=%s,device=%s" % (normalization, device),
         "click_model_json=%s,seed=0" % PBM_ETA1,
     )
     model, feed, data = build(synthetic_data_dir, settings)
@@ -218,7 +221,11 @@ def test_multr_ipw_is_the_dr_loss_over_ipw_weights(synthetic_data_dir, monkeypat
     loss, parts = model.training_loss(batch)
     scores = model.scores(batch)
     weights = torch.where(batch.mask, torch.arange(1.0, 11.0, device=scores.device).expand_as(scores), torch.zeros_like(scores))
-    assert loss.item() == pytest.approx(losses.ipw_loss(scores, batch.mask, batch.labels, weights).item(), rel=1e-5)
+    if normalization == "none":
+        expected = losses.ipw_loss(scores, batch.mask, batch.labels, weights)
+    else:
+        expected = IPW.ranking_loss(model, batch, scores, weights)[0]
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
     assert "exam_loss" not in parts
 
 

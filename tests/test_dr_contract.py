@@ -11,6 +11,8 @@ target is T_d = mean_k(e_k) r_d (docs/estimator_targets.md).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import functools
 import json
 import os
@@ -109,17 +111,30 @@ def test_the_papers_settings_file_keeps_eq_dr_loss():
     with open(os.path.join(REPO_ROOT, "settings", "multr_paper.json")) as handle:
         hparams = json.load(handle)["learning_algorithm_hparams"]
     config = parse_hparams(MULTRConfig, hparams)
-    assert (config.rerank_weight, config.dr_weight_guard, config.imputation, config.variant) == (
-        "paper", "none", "sampled", "dr"
+    assert (config.rerank_weight, config.dr_weight_guard, config.imputation, config.variant, config.dr_normalization) == (
+        "paper", "none", "sampled", "dr", "none"
     )
+
+
+def test_the_authors_code_settings_file_differs_from_the_papers_in_the_loss_alone():
+    settings = {}
+    for name in ("multr_paper.json", "multr_authors_code.json"):
+        with open(os.path.join(REPO_ROOT, "settings", name)) as handle:
+            settings[name] = json.load(handle)
+    paper, authors = (parse_hparams(MULTRConfig, s["learning_algorithm_hparams"]) for s in settings.values())
+    assert authors.rerank_weight == "authors_code"
+    assert dataclasses.replace(authors, rerank_weight="paper", dr_normalization="none") == paper
+    assert {k: v for k, v in settings["multr_paper.json"].items() if k != "learning_algorithm_hparams"} == {
+        k: v for k, v in settings["multr_authors_code.json"].items() if k != "learning_algorithm_hparams"
+    }
 
 
 def test_the_default_is_the_papers_mixture_with_the_rebalance_guard_and_the_randomized_form_a_settings_file():
     """MULTR's defaults: Eq. dr_loss's mixture at a = S / (S + 1), expected imputation, the rebalance guard
     (docs/estimator_targets.md); the randomized form is settings/multr_randomized.json."""
     config = parse_hparams(MULTRConfig, "")
-    assert (config.rerank_weight, config.imputation, config.dr_weight_guard, config.variant) == (
-        "paper", "expected", "rebalance", "dr"
+    assert (config.rerank_weight, config.imputation, config.dr_weight_guard, config.variant, config.dr_normalization) == (
+        "paper", "expected", "rebalance", "dr", "batch_weight"
     )
     assert config.resolve_rerank_weight(config.rerank_weight, "rerank_weight") == pytest.approx(
         config.sample_num / (config.sample_num + 1.0)

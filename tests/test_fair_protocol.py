@@ -16,7 +16,7 @@ ultra = require_ultra()
 
 from conftest import run_ultra_main  # noqa: E402
 from ultra_multr.session_budget import BUDGET_FILE, LEDGER, SessionBudgetExceeded  # noqa: E402
-from ultra_multr.simulator.trivial import NoPseudoClicks, PositionClickRates  # noqa: E402
+from ultra_multr.simulator.trivial import PositionClickRates  # noqa: E402
 
 #: 2 simulator steps of 8 sessions, 2 held-out batches of 8, a pilot of 3 steps of 16 lists per candidate (3 of them):
 #: rerank_weight=auto's pilot.
@@ -82,6 +82,11 @@ def test_main_py_writes_the_sessions_of_every_phase(ultra_main, synthetic_data_d
     # main.py checks max_train_iteration at checkpoints only and stops once past it: 4 ranker steps here
     assert lists["ranker"] == 4 * 16 and lists["simulator_train"] == 3 * 8 and lists["rerank_pilot"] == 3 * 2 * 16
     assert summary["total_sessions"] >= sum(lists.values())
+    # the run's decisions and thread count travel with its sessions (the runner copies them into done.json)
+    simulator = summary["decisions"]["user_simulator"]
+    assert simulator["heldout_sessions"] == 4 * 8 and simulator["used"] is True  # 4 held-out batches of 8
+    assert simulator["decision"] in ("accepted", "rejected") and simulator["simulator_guard"] == "none"
+    assert isinstance(summary["torch_threads"], int) and summary["torch_threads"] >= 1
 
 
 def test_too_few_validation_queries_keep_the_stated_fallback(synthetic_data_dir, caplog):
@@ -108,25 +113,30 @@ def test_too_few_heldout_sessions_switch_early_stopping_off(synthetic_data_dir, 
 
 
 def test_a_simulator_below_the_position_only_model_is_rejected_loudly(synthetic_data_dir, caplog, monkeypatch):
-    model, feed, data = build(synthetic_data_dir, PILOT + ",simulator_guard=position")
+    model, _, _ = build(synthetic_data_dir, PILOT + ",simulator_guard=position")
     monkeypatch.setattr(model, "simulator_log_likelihood", lambda batches: (-1e3, [0.0]))
     with caplog.at_level(logging.WARNING, logger="ultra_multr"):
         chosen = model.select_rerank_weight(read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=16)
-    assert "USER SIMULATOR REJECTED" in caplog.text and "a = 0 without a pilot" in caplog.text
-    assert chosen == 0.0 and model.simulator_rejected and isinstance(model.sampler, NoPseudoClicks)
-    batch = model.batch(feed.get_batch(data, check_validation=True)[0], model.rank_list_size)
-    observed, _ = model.pseudo_clicks(batch)
-    assert not observed.any()
+    assert "USER SIMULATOR REJECTED: its held-out click log-likelihood -1000.0000 per session on 16 distinct " \
+        "held-out sessions, below" in caplog.text
+    assert "MULTR trains with DLA's own ranking and propensity losses" in caplog.text
+    assert "the user simulator is not used (DLA's losses); a = 0 without a pilot" in caplog.text
+    assert chosen == 0.0 and model.simulator_fallback
+    assert LEDGER.decisions["user_simulator"]["decision"] == "rejected"
 
     kept, _, _ = build(synthetic_data_dir, PILOT + ",simulator_guard=position")
     monkeypatch.setattr(kept, "simulator_log_likelihood", lambda batches: (0.0, [0.0]))  # above any click model
     kept.prepare_simulator()
-    assert not kept.simulator_rejected and kept.sampler is kept.simulator
+    assert not kept.simulator_fallback and kept.sampler is kept.simulator
+    assert LEDGER.decisions["user_simulator"]["decision"] == "accepted"
 
     ignored, _, _ = build(synthetic_data_dir, PILOT + ",simulator_guard=none")
     monkeypatch.setattr(ignored, "simulator_log_likelihood", lambda batches: (-1e3, [0.0]))
     ignored.prepare_simulator()
-    assert not ignored.simulator_rejected
+    assert not ignored.simulator_fallback
+    assert LEDGER.decisions["user_simulator"] == dict(
+        LEDGER.decisions["user_simulator"], decision="rejected", used=True, host_losses=False
+    )
 
 
 def test_the_position_only_model_is_the_click_rate_per_position():
@@ -176,7 +186,8 @@ def test_a_baselines_pilot_refuses_too_few_validation_queries(synthetic_data_dir
     [
         ("ultra_multr.Naive", "tune=max_propensity_weight,tune_grid=[1,10]", "tune must be one of .* that"),
         ("ultra_multr.DLA", "tune=learning_rate,tune_grid=[0.1]", "needs a tune_grid of at least 2"),
-        ("ultra_multr.MULTR", "tune=learning_rate,tune_grid=[0.1,0.2]", "MULTR's validation pilot is rerank_weight=auto"),
+        ("ultra_multr.MULTR", "tune=learning_rate,tune_grid=[0.1,0.2],rerank_weight=auto",
+         "tune=learning_rate and rerank_weight=auto are two validation pilots"),
     ],
 )
 def test_bad_tune_hparams_are_named(synthetic_data_dir, algorithm, hparams, message):

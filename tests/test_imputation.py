@@ -106,10 +106,12 @@ def multr(data_set, imputation: str, sample_num: int, samples: int = 4096, devic
         "ranking_model": "ultra.ranking_model.DNN",
         "ranking_model_hparams": "hidden_layer_sizes=[8]",
         "learning_algorithm": "ultra_multr.MULTR",
-        # The unguarded paper weighting: the loss is linear in the pseudo
-        # clicks only without the clip guard (clipping the mean of weights
-        # is not the mean of clipped weights).
+        # The unguarded paper weighting, averaged over queries: the loss is
+        # linear in the pseudo clicks only without the clip guard (clipping
+        # the mean of weights is not the mean of clipped weights) and without
+        # the batch's weight as divisor (a ratio's mean is not the ratio of means).
         "learning_algorithm_hparams": "seed=0,simulator_steps=0,simulator_input_mlp=[],dr_weight_guard=none,"
+        "dr_normalization=none,"
         "rerank_weight=paper,sample_num=%d,imputation=%s,imputation_samples=%d,device=%s"
         % (sample_num, imputation, samples, device),
         "max_candidate_num": N,
@@ -167,7 +169,7 @@ def test_expected_loss_is_the_mean_of_the_sampled_loss(device):
     # The check can fail: the loss without the re-ranked term is outside it.
     observed, randomized = (t.cpu() for t in expected.pseudo_clicks(batch))
     assert randomized.shape == (6, 3, N)
-    without = float(losses.dr_loss(scores, mask, clicks, observed, randomized[:, :0], weights))
+    without = float(losses.dr_loss(scores, mask, clicks, observed, randomized[:, :0], weights, normalization="none"))
     assert abs(without - float(draws.mean())) > tolerance
     assert expected.pseudo_click_cache.misses == 0
 

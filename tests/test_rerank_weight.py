@@ -126,7 +126,7 @@ def test_ranking_loss_reports_the_share_of_clipped_weights(synthetic_data_dir):
     "hparams, message",
     [
         ("rerank_weight=1.5", "rerank_weight must be in \\[0, 1\\]"),
-        ("rerank_weight=half", "rerank_weight must be \"randomized\", \"auto\", \"paper\" or a number"),
+        ("rerank_weight=half", "rerank_weight must be \"randomized\", \"authors_code\", \"auto\", \"paper\" or a number"),
         ("variant=eib,rerank_weight=randomized", "rerank_weight=randomized corrects with propensities: it needs variant=dr"),
         ("sample_num=0,rerank_weight=randomized", "rerank_weight=randomized needs re-ranked lists, but sample_num=0"),
         ("sample_num=0,rerank_weight=0.5", "needs re-ranked lists, but sample_num=0"),

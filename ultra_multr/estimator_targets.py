@@ -268,9 +268,9 @@ def monte_carlo_weights(model, feed, data, batches: int) -> Tuple[np.ndarray, np
     seen = []
     real = losses.dr.weighted_listwise_loss
 
-    def spy(scores, mask, document_weights):
+    def spy(scores, mask, document_weights, normalization):
         seen.append(document_weights.detach().double())
-        return real(scores, mask, document_weights)
+        return real(scores, mask, document_weights, normalization)
 
     with mock.patch.object(losses.dr, "weighted_listwise_loss", spy), torch.no_grad():
         for _ in range(batches):

@@ -25,9 +25,14 @@ exceed it, and a draw beyond it fails with :class:`SessionBudgetExceeded`,
 naming the phases' counts.  A fair study gives every method the same
 ``session_budget`` (or the same click log).
 
-In a run of ULTRA's main.py the counts are written to
+Beside the counts, the ledger keeps what a run decided on its evidence
+(:meth:`SessionLedger.record_decision`, e.g. MULTR's ``user_simulator``:
+accepted, rejected or not validated, on how many held-out sessions) and the
+torch thread count (a simulator's fit differs at another thread count).
+
+In a run of ULTRA's main.py the ledger is written to
 ``<model_dir>/session_budget.json`` when the process ends (the runner copies
-them into the run's ``done.json``, key ``sessions``).
+it into the run's ``done.json``, key ``sessions``).
 """
 from __future__ import annotations
 
@@ -35,7 +40,9 @@ import atexit
 import json
 import os
 from contextlib import contextmanager
-from typing import Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, Optional
+
+import torch
 
 from .compat import runtime
 from .data.ultra_format import atomic_write_text
@@ -56,6 +63,8 @@ class SessionLedger:
         self.counts: Dict[str, Dict[str, int]] = {}
         self.budget = 0
         self.log_sessions: Optional[int] = None
+        #: what the run decided on its evidence, by name (:meth:`record_decision`)
+        self.decisions: Dict[str, Dict[str, Any]] = {}
         #: main.py's --model_dir, noted at the first draw (runpy restores __main__ before exit)
         self.model_dir: Optional[str] = None
 
@@ -65,6 +74,17 @@ class SessionLedger:
     @property
     def total(self) -> int:
         return sum(count["sessions"] for count in self.counts.values())
+
+    def note_model_dir(self) -> None:
+        """Note main.py's --model_dir (once; runpy restores __main__ before the process exits)."""
+        if self.model_dir is None:
+            args = runtime.main_args()
+            self.model_dir = args.model_dir if args is not None else ""
+
+    def record_decision(self, name: str, facts: Dict[str, Any]) -> None:
+        """Keep what the run decided under ``name`` (JSON-serialisable ``facts``; a later call replaces it)."""
+        self.note_model_dir()
+        self.decisions[name] = dict(facts)
 
     def record(self, sessions: int, lists: int, budget: int = 0, clicks: float = 0.0) -> None:
         """Count ``sessions`` drawn, ``lists`` fed and their ``clicks`` under the current phase.
@@ -76,9 +96,7 @@ class SessionLedger:
         Raises:
             SessionBudgetExceeded: the sessions of all phases would exceed the budget.
         """
-        if self.model_dir is None:
-            args = runtime.main_args()
-            self.model_dir = args.model_dir if args is not None else ""
+        self.note_model_dir()
         self.budget = max(self.budget, int(budget))
         if self.budget and self.total + sessions > self.budget:
             raise SessionBudgetExceeded(
@@ -107,12 +125,15 @@ class SessionLedger:
         return ", ".join("%s %d" % (phase, count["sessions"]) for phase, count in self.counts.items()) or "none"
 
     def summary(self) -> Dict:
-        """What ``session_budget.json`` holds: per-phase counts, the total, the budget and the log's size."""
+        """What ``session_budget.json`` holds: per-phase counts, the total, the budget, the log's size,
+        the run's decisions and the torch thread count."""
         return {
             "phases": {phase: dict(count) for phase, count in self.counts.items()},
             "total_sessions": self.total,
             "session_budget": self.budget,
             "log_sessions": self.log_sessions,
+            "decisions": {name: dict(facts) for name, facts in self.decisions.items()},
+            "torch_threads": torch.get_num_threads(),
         }
 
 
@@ -120,8 +141,9 @@ LEDGER = SessionLedger()
 
 
 def write_summary(model_dir: str) -> Optional[str]:
-    """Write :data:`LEDGER`'s summary to ``<model_dir>/session_budget.json`` (nothing when no session was drawn)."""
-    if not LEDGER.counts or not os.path.isdir(model_dir):
+    """Write :data:`LEDGER`'s summary to ``<model_dir>/session_budget.json`` (nothing when no session was
+    drawn and nothing decided)."""
+    if not (LEDGER.counts or LEDGER.decisions) or not os.path.isdir(model_dir):
         return None
     path = os.path.join(model_dir, BUDGET_FILE)
     atomic_write_text(path, json.dumps(LEDGER.summary(), indent=1, sort_keys=True) + "\n")

@@ -28,7 +28,12 @@ Algorithm 1 of the paper inside ULTRA's unmodified ``main.py``:
    with DLA's inverse propensity weights.  By default each document's weight
    is the paper's ``(1 - a) [c^o + (c - c^o) w] + a mean_s c^s`` with
    ``a = S / (S + 1)``, its average over ``|Pi| = sample_num + 1`` lists
-   (``rerank_weight=paper``).  ``rerank_weight=randomized``
+   (``rerank_weight=paper``), and the loss is reduced as DLA reduces its own,
+   by the batch's total weight (``dr_normalization=batch_weight``; ``none``
+   averages the printed equation over the queries, the paper's setting file).
+   ``rerank_weight=authors_code`` is the combination of the authors' released
+   code instead (:mod:`ultra_multr.losses.authors_code`).
+   ``rerank_weight=randomized``
    (``settings/multr_randomized.json``) weighs ``mean_s c^s + (c - c^o) e_bar
    / e_k``, whose expectation is proportional to the click probability under
    random orders when either the simulator or the propensities are exact; it
@@ -47,6 +52,10 @@ Algorithm 1 of the paper inside ULTRA's unmodified ``main.py``:
    under the simulator's click probability is unchanged
    (``dr_weight_guard=rebalance``, :func:`ultra_multr.losses.rebalance_weights`;
    ``clip`` clamps weights at >= 0, ``none`` is the paper's form).
+   A simulator that its held-out sessions reject (below a position-only
+   click model) or cannot validate (too few distinct held-out sessions) is
+   not used: MULTR then trains with its host's own losses, DLA's
+   (:meth:`DoublyRobustMixin.validate_simulator`).
 
 Where this follows the paper and where it differs:
 
@@ -75,7 +84,10 @@ Where this follows the paper and where it differs:
   tested against the literal formula).  EIB takes the observed list's real
   clicks without propensity correction and the re-rankings' pseudo clicks,
   as the EIB estimator does.
-* Batch reduction: the mean of Eq. dr_loss over the batch's queries.
+* Batch reduction: by default DLA's (the batch's weighted mean of Delta,
+  ``dr_normalization=batch_weight``), so that one learning rate is one step
+  size for DLA and MULTR; the mean of Eq. dr_loss over the batch's queries
+  with ``dr_normalization=none``.
 
 The paper presents MULTR as a plug-in for any IPW method.  The plug-in is
 :class:`DoublyRobustMixin` (simulator + pseudo clicks + doubly-robust loss);
@@ -106,7 +118,7 @@ from ..imputation import IMPUTATION_MODES, PseudoClickCache
 from ..randomization import random_permutations, to_document_order
 from ..session_budget import LEDGER
 from ..simulator.controls import SIMULATOR_CONTROLS, TrueClickModelSimulator, shuffle_positions
-from ..simulator.trivial import NoPseudoClicks, PositionClickRates
+from ..simulator.trivial import PositionClickRates
 from ..simulator import (
     CELLS,
     ContextAwareUserSimulator,
@@ -135,6 +147,10 @@ HELDOUT_SPLIT_STREAM, HELDOUT_FEED_STREAM = 1, 2
 LOG_SECONDS = 60.0
 #: rerank_weight's value for :func:`ultra_multr.losses.randomized_document_weights`.
 RANDOMIZED = "randomized"
+#: rerank_weight's value for :func:`ultra_multr.losses.authors_code_dr_loss`.
+AUTHORS_CODE = "authors_code"
+#: validate_simulator's decisions that make MULTR train with its host's losses (under simulator_guard=position).
+FALLBACK_DECISIONS = ("rejected", "not_validated")
 #: What metadata keys a checkpoint must match to be of the same data.
 FINGERPRINTS = ("data_fingerprint", "click_model_fingerprint")
 
@@ -177,9 +193,12 @@ class DoublyRobustConfig(AlgorithmConfig):
             early stopping; the last state is kept, as in the paper).
         simulator_log_every: progress line every this many simulator steps
             (0: none by steps); also one at least every LOG_SECONDS seconds.
-        simulator_min_heldout_sessions: early stopping chooses a state only
-            from at least this many distinct held-out sessions; with fewer it
-            is switched off (logged) and the last state is kept, the paper's rule.
+        simulator_min_heldout_sessions: early stopping chooses a state, and
+            the guard judges the simulator, only on at least this many
+            distinct held-out sessions; with fewer, early stopping is off
+            (logged; the last state is kept, the paper's rule) and the
+            simulator cannot be validated (under simulator_guard=position
+            MULTR trains with its host's losses, logged).
         (``pilot_min_queries``, of AlgorithmConfig: ``rerank_weight=auto``
             chooses only from at least this many validation queries; with
             fewer, logged, it keeps ``rerank_weight_fallback``.)
@@ -187,8 +206,11 @@ class DoublyRobustConfig(AlgorithmConfig):
             evidence or without a validation split ("paper" or a number).
         simulator_guard: "position" (a trained simulator whose held-out click
             log-likelihood is below a position-only click-rate model fitted on
-            its training sessions is rejected, loudly: no pseudo clicks and
-            a = 0, i.e. the host's loss) or "none" (compared and logged only).
+            its training sessions is rejected, and one measured on fewer than
+            ``simulator_min_heldout_sessions`` distinct sessions is not
+            validated; either way, loudly, MULTR trains with its host
+            algorithm's own ranking and propensity losses: DLA's) or "none"
+            (compared and logged only).
         dr_weight_guard: "rebalance" (default, needs imputation=expected:
             where a weight without a click would be < 0, it is 0 without a
             click and E_p[W] / p with one, p the simulator's click
@@ -211,6 +233,16 @@ class DoublyRobustConfig(AlgorithmConfig):
             almost wholly on the simulator's re-ranked clicks, and a
             simulator trained on one logging order per query lost to the
             paper's form in the headroom study (docs/estimator_targets.md).
+            Or "authors_code": the combination of the authors' released code,
+            four ULTRA softmax losses each normalised by its own mass
+            (:mod:`ultra_multr.losses.authors_code`; variant "dr" and
+            dr_weight_guard "none" only).
+        dr_normalization: how the loss of "paper", a number, "auto" and
+            "randomized" is reduced over the batch: "batch_weight" (default:
+            divided by the batch's total weight, as DLA divides its loss by
+            the batch's click mass) or "none" (the mean over queries of
+            Eq. dr_loss as printed, ``settings/multr_paper.json``).
+            "authors_code" has its own per-term normalisation.
         rerank_weight_grid: candidates of "auto" ("paper" or numbers).
         rerank_pilot_steps: ranker updates of each pilot run of "auto".
         imputation: "expected" (default: the pseudo clicks' expectations,
@@ -255,6 +287,7 @@ class DoublyRobustConfig(AlgorithmConfig):
     simulator_guard: str = "position"
     dr_weight_guard: str = "rebalance"
     rerank_weight: str = "paper"
+    dr_normalization: str = "batch_weight"
     rerank_weight_grid: Tuple[str, ...] = ("0", "0.5", "paper")
     rerank_pilot_steps: int = 200
     imputation: str = "expected"
@@ -288,8 +321,14 @@ class DoublyRobustConfig(AlgorithmConfig):
         require(self.simulator_patience >= 0, "simulator_patience must be >= 0, got %d" % self.simulator_patience)
         require(self.simulator_min_heldout_sessions >= 0, "simulator_min_heldout_sessions must be >= 0")
         require(
-            not self.tune,
-            "tune=%s: MULTR's validation pilot is rerank_weight=auto; tune gives the baselines the same" % self.tune,
+            not (self.tune and self.rerank_weight == "auto"),
+            "tune=%s and rerank_weight=auto are two validation pilots, more tuning than the baselines' one: "
+            "give MULTR the baselines' tune pilot with a fixed rerank_weight, or rerank_weight=auto without tune"
+            % self.tune,
+        )
+        require(
+            self.dr_normalization in losses.NORMALIZATIONS,
+            "dr_normalization must be one of %s, got %r" % (losses.NORMALIZATIONS, self.dr_normalization),
         )
         self.resolve_rerank_weight(self.rerank_weight_fallback, "rerank_weight_fallback", needs_sample_num=False)
         require(
@@ -328,6 +367,17 @@ class DoublyRobustConfig(AlgorithmConfig):
                 '(EIB-MULTR: rerank_weight=auto, paper or a number)' % self.variant,
             )
             require(self.sample_num > 0, "rerank_weight=randomized needs re-ranked lists, but sample_num=0")
+        elif self.rerank_weight == AUTHORS_CODE:
+            require(
+                self.variant == "dr",
+                "rerank_weight=authors_code is the authors' doubly-robust loss: it needs variant=dr, got variant=%s"
+                % self.variant,
+            )
+            require(
+                self.dr_weight_guard == "none",
+                "rerank_weight=authors_code has no weight guard in the authors' code: set dr_weight_guard=none "
+                "(got %s)" % self.dr_weight_guard,
+            )
         elif self.rerank_weight != "auto":
             self.resolve_rerank_weight(self.rerank_weight, "rerank_weight")
         require(len(self.rerank_weight_grid) > 0, "rerank_weight_grid must not be empty")
@@ -342,7 +392,7 @@ class DoublyRobustConfig(AlgorithmConfig):
             weight = float(value)
         except ValueError:
             raise ValueError(
-                '%s must be "randomized", "auto", "paper" or a number in [0, 1], got %r' % (name, value)
+                '%s must be "randomized", "authors_code", "auto", "paper" or a number in [0, 1], got %r' % (name, value)
             ) from None
         require(0.0 <= weight <= 1.0, "%s must be in [0, 1], got %r" % (name, value))
         require(
@@ -395,23 +445,26 @@ class DoublyRobustMixin:
         else:
             self.generator.manual_seed(config.seed)
         self._simulator_ready = False
-        #: True when the trained simulator lost to the position-only click model (see reject_if_trivial)
-        self.simulator_rejected = False
+        #: True when the simulator is not used and MULTR trains with its host's losses (:meth:`validate_simulator`)
+        self.simulator_fallback = False
         require(
             config.cuda_graphs != "on" or self.device.type == "cuda",
             "cuda_graphs=on needs a CUDA device, but the device is %s" % self.device,
         )
         #: what samples pseudo clicks: the simulator, or its CUDA-graph replay (set when it is frozen).
         self.sampler: Union[ContextAwareUserSimulator, GraphedSampler] = self.simulator
-        #: the estimator's form: "randomized" or Eq. dr_loss's "mixture".
-        self.dr_form = "randomized" if config.rerank_weight == RANDOMIZED else "mixture"
+        #: the estimator's form: "randomized", "authors_code" or Eq. dr_loss's "mixture".
+        self.dr_form = config.rerank_weight if config.rerank_weight in (RANDOMIZED, AUTHORS_CODE) else "mixture"
         #: a of Eq. dr_loss; None until "auto" has chosen it (first update); 1.0 for
-        #: "randomized" (its re-ranked term has full weight; a is not used).
+        #: "randomized" (its re-ranked term has full weight; a is not used); S / (S + 2),
+        #: the re-ranked term's share, for "authors_code".
         self.rerank_weight: Optional[float] = (
             None
             if config.rerank_weight == "auto"
             else 1.0
             if config.rerank_weight == RANDOMIZED
+            else config.sample_num / (config.sample_num + 2.0)
+            if config.rerank_weight == AUTHORS_CODE
             else config.resolve_rerank_weight(config.rerank_weight, "rerank_weight")
         )
 
@@ -505,6 +558,10 @@ class DoublyRobustMixin:
         for parameter in self.simulator.parameters():
             parameter.requires_grad_(False)
         self._simulator_ready = True
+        if fit:
+            self.validate_simulator(fit)
+        if self.simulator_fallback:
+            return
         self.sampler = self.simulator
         if (
             self.device.type == "cuda" and self.hparams.cuda_graphs != "off" and self.hparams.imputation == "sampled"
@@ -514,8 +571,6 @@ class DoublyRobustMixin:
         if self.hparams.imputation == "expected":
             self.pseudo_click_cache = PseudoClickCache(self.simulator, self.hparams.imputation_samples, self.generator)
             self.pseudo_click_cache.add_data_set(self._train_set)
-        if fit:
-            self.reject_if_trivial(fit)
 
     def _true_click_model_simulator(self) -> TrueClickModelSimulator:
         """The training feed's click model on the training split's labels (simulator_control=true_click_model).
@@ -779,31 +834,73 @@ class DoublyRobustMixin:
             return int(feed.distinct_sessions(heldout_set))
         return int(np.asarray(heldout_set.subset_sessions).sum())
 
-    def reject_if_trivial(self, fit: Dict) -> None:
-        """Never use silently a simulator below the position-only click model
-        (:mod:`ultra_multr.simulator.trivial`) on held-out sessions: warn, and
-        fall back to the host's loss (no pseudo clicks, a = 0)."""
-        simulator_ll, trivial_ll = fit.get("heldout_log_likelihood"), fit.get("trivial_log_likelihood")
-        if simulator_ll is None or trivial_ll is None:
-            LOGGER.info("user simulator: no position-only baseline in its metadata (an older checkpoint); not compared")
-            return
-        if simulator_ll >= trivial_ll or self.hparams.simulator_guard == "none":
-            LOGGER.info(
-                "user simulator: held-out click log-likelihood %.4f per session, %s the position-only click "
-                "model's %.4f%s", simulator_ll, "above" if simulator_ll >= trivial_ll else "below", trivial_ll,
-                "" if simulator_ll >= trivial_ll else " (simulator_guard=none: used anyway)",
-            )
-            return
-        LOGGER.warning(
-            "USER SIMULATOR REJECTED: its held-out click log-likelihood %.4f per session is below that of a "
-            "position-only click-rate model fitted on its training sessions (%.4f), so its pseudo clicks carry no "
-            "usable information. MULTR falls back to its host algorithm's loss: no pseudo clicks, rerank_weight 0 "
-            "(more simulator steps, held-out sessions or another simulator setting may help)", simulator_ll, trivial_ll,
+    def host_name(self) -> str:
+        """The IPW algorithm this mixin sits on (``DLA`` for :class:`MULTR`)."""
+        return next(
+            cls.__name__ for cls in type(self).__mro__[1:]
+            if not issubclass(cls, DoublyRobustMixin) and hasattr(cls, "config_class")
         )
-        self.simulator_rejected = True
-        self.sampler = NoPseudoClicks()
-        self.pseudo_click_cache = NoPseudoClicks()
-        self.rerank_weight = 0.0
+
+    def validate_simulator(self, fit: Dict) -> str:
+        """Judge a trained simulator on its held-out sessions; record and return the decision.
+
+        "accepted": its held-out click log-likelihood is at least that of the
+        position-only click model (:mod:`ultra_multr.simulator.trivial`);
+        "rejected": below it; "not_validated": measured on fewer than
+        ``simulator_min_heldout_sessions`` distinct held-out sessions, too few
+        to tell; "not_compared": a checkpoint without the comparison.  Under
+        ``simulator_guard=position`` a rejected or unvalidated simulator is
+        never used: MULTR trains with its host algorithm's own ranking and
+        propensity losses (warned).  The decision, the sessions it rests on
+        and the log-likelihoods go to the run's ledger
+        (:meth:`ultra_multr.session_budget.SessionLedger.record_decision`).
+        """
+        config = self.hparams
+        simulator_ll, trivial_ll = fit.get("heldout_log_likelihood"), fit.get("trivial_log_likelihood")
+        sessions = fit.get("heldout_sessions")
+        if simulator_ll is None or trivial_ll is None:
+            decision = "not_compared"
+        elif sessions is not None and sessions < config.simulator_min_heldout_sessions:
+            decision = "not_validated"
+        else:
+            decision = "accepted" if simulator_ll >= trivial_ll else "rejected"
+        self.simulator_fallback = decision in FALLBACK_DECISIONS and config.simulator_guard == "position"
+        LEDGER.record_decision("user_simulator", {
+            "decision": decision,
+            "used": not self.simulator_fallback,
+            "host_losses": self.simulator_fallback,
+            "heldout_sessions": sessions,
+            "min_heldout_sessions": config.simulator_min_heldout_sessions,
+            "heldout_log_likelihood": simulator_ll,
+            "position_only_log_likelihood": trivial_ll,
+            "simulator_guard": config.simulator_guard,
+        })
+        if decision == "not_compared":
+            LOGGER.info("user simulator: no position-only baseline in its metadata (an older checkpoint); not compared")
+            return decision
+        comparison = "held-out click log-likelihood %.4f per session on %d distinct held-out sessions, %s the " \
+            "position-only click model's %.4f" % (
+                simulator_ll, sessions, "above" if simulator_ll >= trivial_ll else "below", trivial_ll)
+        if decision == "accepted":
+            LOGGER.info("user simulator: %s", comparison)
+        elif not self.simulator_fallback:
+            LOGGER.info("user simulator: %s (%s; simulator_guard=none: used anyway)", comparison, decision)
+        elif decision == "rejected":
+            LOGGER.warning(
+                "USER SIMULATOR REJECTED: its %s, so its pseudo clicks carry no usable information. MULTR trains "
+                "with %s's own ranking and propensity losses instead (more simulator steps, held-out sessions or "
+                "another simulator setting may help)", comparison, self.host_name(),
+            )
+        else:
+            LOGGER.warning(
+                "USER SIMULATOR NOT VALIDATED: its held-out click log-likelihood rests on only %d distinct held-out "
+                "sessions (< simulator_min_heldout_sessions=%d), too few to tell it from a position-only click model "
+                "(%.4f against %.4f). MULTR trains with %s's own ranking and propensity losses instead (a longer "
+                "click log or a larger simulator_heldout_fraction gives more; simulator_guard=none uses it "
+                "unvalidated)", sessions, config.simulator_min_heldout_sessions, simulator_ll, trivial_ll,
+                self.host_name(),
+            )
+        return decision
 
     # -- phase 2: the doubly-robust ranker update ------------------------
     def pseudo_clicks(self, batch: Batch) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -843,9 +940,10 @@ class DoublyRobustMixin:
             self.prepare_simulator()
         if len(candidates) == 1:
             chosen = candidates[0]
-        elif self.simulator_rejected:
+        elif self.simulator_fallback:
             chosen = 0.0
-            LOGGER.warning("rerank_weight=auto: the user simulator was rejected; a = 0 without a pilot")
+            LOGGER.warning("rerank_weight=auto: the user simulator is not used (%s's losses); a = 0 without a pilot",
+                           self.host_name())
         elif valid_set is None:
             chosen = fallback
             LOGGER.warning(
@@ -884,15 +982,19 @@ class DoublyRobustMixin:
     def ranking_loss(
         self, batch: Batch, scores: torch.Tensor, weights: torch.Tensor
     ) -> Tuple[torch.Tensor, Dict[str, float]]:
+        """The doubly-robust ranking loss of ``self.dr_form``; the host's own when the simulator is not used."""
+        if self.simulator_fallback:
+            return super().ranking_loss(batch, scores, weights)
         observed, randomized = self.pseudo_clicks(batch)
+        parts = {"pseudo_clicks_per_list": float(observed.sum(-1).mean())}
+        if self.dr_form == AUTHORS_CODE:
+            return losses.authors_code_dr_loss(scores, batch.mask, batch.labels, observed, randomized, weights), parts
         loss, unguarded = losses.dr_loss_and_weights(
             scores, batch.mask, batch.labels, observed, randomized, weights,
             self.hparams.variant, self.rerank_weight, self.hparams.dr_weight_guard, self.dr_form,
+            self.hparams.dr_normalization,
         )
-        return loss, {
-            "pseudo_clicks_per_list": float(observed.sum(-1).mean()),
-            "negative_weight_share": losses.negative_weight_share(unguarded, batch.mask),
-        }
+        return loss, dict(parts, negative_weight_share=losses.negative_weight_share(unguarded, batch.mask))
 
 
 class MULTR(DoublyRobustMixin, DLA):

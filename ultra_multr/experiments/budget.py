@@ -33,8 +33,8 @@ LOG_FACTS = (
     ("pilot choice", re.compile(r"rerank_weight=auto: pilot of .*; chosen a = ([0-9.]+)")),
     ("pilot choice", re.compile(r"tune=(\w+: pilot of .*); chosen \w+ = ([0-9.e+-]+)")),
     ("refused", re.compile(r"(only \d+ (?:validation queries|distinct held-out sessions))")),
-    ("refused", re.compile(r"(USER SIMULATOR REJECTED)")),
-    ("pilot choice", re.compile(r"rerank_weight=auto: (the user simulator was rejected); a = 0")),
+    ("refused", re.compile(r"(USER SIMULATOR (?:REJECTED|NOT VALIDATED))")),
+    ("pilot choice", re.compile(r"rerank_weight=auto: (the user simulator (?:was rejected|is not used))")),
 )
 
 

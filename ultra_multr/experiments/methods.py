@@ -140,8 +140,9 @@ class AlgorithmMethod:
         return ultra_settings(sections, self.learning_algorithm)
 
 
-#: The fair protocol's equal tuning (docs/fair_protocol.md): a baseline's validation pilot of its learning
-#: rate with the budget of MULTR's rerank_weight=auto (3 candidates x 200 updates, the same validation split).
+#: The fair protocol's equal tuning (docs/fair_protocol.md): a validation pilot of the learning rate with the
+#: budget of MULTR's rerank_weight=auto (3 candidates x 200 updates, the same validation split), for the
+#: baselines and for MULTR alike (MULTR's simulator is trained once, before the pilot, and shared by the candidates).
 EQUAL_TUNING = {"tune": "learning_rate", "tune_grid": [0.01, 0.05, 0.2], "tune_pilot_steps": 200}
 
 #: The rows of the paper's Table 2 (in its order), then IPW and MULTR on IPW
@@ -165,6 +166,7 @@ TABLE_2_METHODS = (
     ("dla_tuned", "DLA (tuned)", BASELINE, "ultra_multr.DLA", EQUAL_TUNING, {}),
     ("pal_tuned", "PAL (tuned)", BASELINE, "ultra_multr.PAL", EQUAL_TUNING, {}),
     ("naive_tuned", "Naive (tuned)", BASELINE, "ultra_multr.Naive", EQUAL_TUNING, {}),
+    ("multr_tuned", "MULTR (tuned)", MULTR, "ultra_multr.MULTR", dict(EQUAL_TUNING, variant="dr"), {}),
 )
 
 _REGISTRY: Dict[str, Method] = {}

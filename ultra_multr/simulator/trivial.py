@@ -4,8 +4,9 @@ The trivial model is a click rate per position, fitted on the simulator's own
 training sessions (the lists the simulator trains on, lists without a click
 dropped as they are there).  It knows nothing of the documents: a simulator
 whose held-out click log-likelihood is below it has learned nothing usable
-and is never used silently (:meth:`ultra_multr.algorithms.multr.DoublyRobustMixin.prepare_simulator`
-warns and replaces it by :class:`NoPseudoClicks`).
+and is never used silently: :meth:`ultra_multr.algorithms.multr.DoublyRobustMixin.validate_simulator`
+warns and MULTR trains with its host algorithm's own losses instead (DLA's for
+:class:`~ultra_multr.algorithms.multr.MULTR`).
 """
 from __future__ import annotations
 
@@ -48,22 +49,3 @@ class PositionClickRates:
             total += float(torch.where(mask, log_lik, torch.zeros_like(log_lik)).sum())
             sessions += clicks.shape[0]
         return total / max(sessions, 1)
-
-
-class NoPseudoClicks:
-    """Stands in for a rejected simulator: every pseudo click is 0.
-
-    With no pseudo clicks and re-ranked weight a = 0, Eq. dr_loss is DLA's
-    inverse-propensity loss, so MULTR falls back to its host algorithm.
-    Offers the two interfaces MULTR samples from: a sampler's
-    ``sample_clicks`` and a pseudo-click cache's ``lookup``.
-    """
-
-    def sample_clicks(self, features: torch.Tensor, mask: torch.Tensor, orders: torch.Tensor, generator=None) -> torch.Tensor:
-        """[B, O, N] zeros for ``orders`` [B, O, N]."""
-        return torch.zeros(orders.shape, dtype=features.dtype, device=features.device)
-
-    def lookup(self, features: torch.Tensor, mask: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """(observed [B, N], randomized [B, N]) zeros."""
-        zeros = torch.zeros(mask.shape, dtype=features.dtype, device=features.device)
-        return zeros, zeros

@@ -1,0 +1,125 @@
+"""A simulator MULTR does not use leaves DLA exactly, and MULTR takes the baselines' learning-rate pilot."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from conftest import require_ultra
+from test_multr_ultra import build
+from test_rerank_weight import read_valid
+
+ultra = require_ultra()
+
+from ultra_multr.session_budget import LEDGER  # noqa: E402
+
+#: MULTR and DLA share these (same seed: the same ranker and propensity model at the start).
+COMMON = "seed=4,device=cpu,log_every=0,learning_rate=0.5"
+#: MULTR's test-sized simulator (2 steps of 8 sessions, 2 held-out batches of 8: 16 held-out sessions).
+SIMULATOR = "sample_num=3,simulator_steps=2,simulator_batch_size=8,simulator_heldout_batches=2,cuda_graphs=off"
+#: Every form of MULTR's ranking loss with each weight guard it accepts.
+FORMS = [
+    "rerank_weight=paper,dr_weight_guard=rebalance",
+    "rerank_weight=paper,dr_weight_guard=clip,imputation=sampled",
+    "rerank_weight=paper,dr_weight_guard=none,dr_normalization=none,imputation=sampled",
+    "rerank_weight=randomized,dr_weight_guard=rebalance",
+    "rerank_weight=randomized,dr_weight_guard=none",
+    "rerank_weight=0,dr_weight_guard=clip",
+    "rerank_weight=authors_code,dr_weight_guard=none",
+]
+
+
+@pytest.fixture(autouse=True)
+def fresh_ledger():
+    LEDGER.reset()
+    yield
+    LEDGER.reset()
+
+
+def trajectories(multr, dla, feed, data, steps):
+    """Per update of both algorithms on the same batches: (MULTR's (loss, rank, exam), DLA's)."""
+    pairs = []
+    for _ in range(steps):
+        input_feed, _ = feed.get_batch(data, check_validation=True)
+        losses = []
+        for model in (multr, dla):
+            loss, _, _ = model.train(input_feed)
+            batch = model.batch(input_feed, model.rank_list_size)
+            with torch.no_grad():
+                _, parts = model.training_loss(batch)
+            losses.append((loss, parts["rank_loss"], parts["exam_loss"]))
+        pairs.append(tuple(losses))
+    return pairs
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("why", ["rejected", "not_validated"])
+def test_a_simulator_not_used_leaves_dlas_losses_and_updates(synthetic_data_dir, monkeypatch, caplog, form, why):
+    hparams = ",".join([COMMON, SIMULATOR, form, "simulator_guard=position"])
+    if why == "not_validated":  # the real 2-step simulator, judged on 16 held-out sessions: too few
+        hparams += ",simulator_min_heldout_sessions=17"
+    multr, feed, data = build(synthetic_data_dir, hparams)
+    if why == "rejected":
+        monkeypatch.setattr(multr, "simulator_log_likelihood", lambda batches: (-1e3, [0.0]))
+    dla, _, _ = build(synthetic_data_dir, COMMON, algorithm="ultra_multr.DLA")
+    with caplog.at_level(logging.WARNING, logger="ultra_multr"):
+        multr.prepare_simulator()
+    assert multr.simulator_fallback
+    expected = {"rejected": "USER SIMULATOR REJECTED", "not_validated": "USER SIMULATOR NOT VALIDATED"}[why]
+    assert expected in caplog.text and "on 16 distinct held-out sessions" in caplog.text.replace(
+        "rests on only 16 distinct held-out sessions", "on 16 distinct held-out sessions"
+    )
+    decision = LEDGER.summary()["decisions"]["user_simulator"]
+    assert decision["decision"] == why and decision["heldout_sessions"] == 16 and decision["host_losses"] is True
+    # a high learning rate over several updates: the randomized form's old fallback stopped on exam_loss=nan
+    for multr_losses, dla_losses in trajectories(multr, dla, feed, data, steps=6):
+        assert all(torch.isfinite(torch.tensor(multr_losses)))
+        assert multr_losses == pytest.approx(dla_losses, abs=1e-6)
+    for ours, theirs in zip(list(multr.model.parameters()) + list(multr.propensity_model.parameters()),
+                            list(dla.model.parameters()) + list(dla.propensity_model.parameters())):
+        torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=0)
+
+
+def test_a_validated_simulator_is_used_and_its_decision_recorded(synthetic_data_dir, monkeypatch):
+    multr, feed, data = build(synthetic_data_dir, ",".join([COMMON, SIMULATOR, "simulator_guard=position"]))
+    monkeypatch.setattr(multr, "simulator_log_likelihood", lambda batches: (0.0, [0.0]))  # above any click model
+    multr.prepare_simulator()
+    assert not multr.simulator_fallback
+    summary = LEDGER.summary()
+    assert summary["decisions"]["user_simulator"]["decision"] == "accepted"
+    assert summary["torch_threads"] == torch.get_num_threads()
+    batch = multr.batch(feed.get_batch(data, check_validation=True)[0], multr.rank_list_size)
+    _, parts = multr.training_loss(batch)
+    assert parts["pseudo_clicks_per_list"] > 0  # the DR loss, not DLA's
+
+
+TUNE = "tune=learning_rate,tune_grid=[0.01,0.5,0.05],tune_pilot_steps=3,pilot_min_queries=1"
+
+
+def test_multr_takes_the_baselines_learning_rate_pilot_with_one_simulator(synthetic_data_dir, monkeypatch, caplog):
+    from ultra_multr.algorithms import rerank_weight, tuning
+
+    multr, feed, data = build(synthetic_data_dir, ",".join([COMMON, SIMULATOR, TUNE]))
+    trained = []
+    real_train_simulator = multr.train_simulator
+    monkeypatch.setattr(multr, "train_simulator", lambda *a, **k: trained.append(1) or real_train_simulator(*a, **k))
+    # main.py's validation split and batch size, as the pilot reads them inside main.py
+    monkeypatch.setattr(tuning, "read_validation_set", lambda settings: read_valid(synthetic_data_dir, multr.max_candidate_num))
+    monkeypatch.setattr(tuning, "DEFAULT_BATCH_SIZE", 16)
+    scored = []
+
+    def peaked_at_half(algorithm, _):
+        scored.append(algorithm.simulator)
+        return 1 - abs(algorithm.hparams.learning_rate - 0.5)
+
+    monkeypatch.setattr(rerank_weight, "validation_metric", peaked_at_half)
+    with caplog.at_level(logging.INFO, logger="ultra_multr"):
+        multr.train(feed.get_batch(data, check_validation=True)[0])
+    assert multr.hparams.learning_rate == 0.5 and multr.propensity_learning_rate == 0.5
+    assert "tune=learning_rate: pilot of 3 steps, ndcg_10 by value: 0.01: 0.5100, 0.5: 1.0000, 0.05: 0.5500" in caplog.text
+    # one simulator, trained once before the pilot and shared by the three candidates
+    assert trained == [1] and len(scored) == 3 and all(simulator is multr.simulator for simulator in scored)
+    phases = {phase: count["lists"] for phase, count in LEDGER.summary()["phases"].items()}
+    assert phases == {"simulator_train": 2 * 8, "simulator_heldout": 2 * 8, "tuning_pilot": 3 * 3 * 16, "ranker": 16}
+    assert multr.global_step == 1
