@@ -171,6 +171,25 @@ def test_a_baselines_pilot_takes_the_best_candidate_counts_its_sessions_and_leav
     assert model.global_step == 0 and model._optimizers is None
 
 
+def test_a_pilot_drops_a_candidate_whose_loss_is_not_finite_and_goes_on(synthetic_data_dir, caplog):
+    from ultra_multr.algorithms import tuning
+
+    diverging = TUNE.replace("tune_grid=[0.01,0.5,0.05]", "tune_grid=[1e30,0.05]")
+    model, _, _ = build(synthetic_data_dir, diverging, algorithm="ultra_multr.DLA")
+    before = [p.detach().clone() for p in model.model.parameters()]
+    with caplog.at_level(logging.INFO, logger="ultra_multr"):
+        chosen = tuning.tune(model, read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=16)
+    assert chosen == 0.05 and model.hparams.learning_rate == 0.05
+    assert "tuning_pilot: candidate 1e+30 dropped, its pilot stopped: non-finite training loss nan at step" in caplog.text
+    assert "ndcg_10 by value: 0.05: " in caplog.text
+    assert all(torch.equal(a, b) for a, b in zip(before, model.model.parameters())) and model.global_step == 0
+
+    every, _, _ = build(synthetic_data_dir, TUNE.replace("tune_grid=[0.01,0.5,0.05]", "tune_grid=[1e30,1e31]"),
+                        algorithm="ultra_multr.DLA")
+    with pytest.raises(FloatingPointError, match="every candidate's training loss became non-finite .*1e\\+30: .*1e\\+31: "):
+        tuning.tune(every, read_valid(synthetic_data_dir, every.max_candidate_num), batch_size=16)
+
+
 def test_a_baselines_pilot_refuses_too_few_validation_queries(synthetic_data_dir, caplog):
     from ultra_multr.algorithms import tuning
 

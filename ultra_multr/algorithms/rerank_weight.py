@@ -20,6 +20,7 @@ Only the validation split reaches this module: it never reads a test set.
 from __future__ import annotations
 
 import copy
+import math
 import random
 import time
 from contextlib import contextmanager
@@ -145,9 +146,16 @@ def pilot_scores(
     Each run sets its candidate with ``apply(algorithm, value)`` (default: a
     of Eq. dr_loss), goes through ``algorithm.train`` (the real update:
     losses, optimizers, clipping) and leaves no trace: the state is restored
-    after it.  Its sessions count in the run's budget under ``phase``.
+    after it.  Its sessions count in the run's budget under ``phase``.  A
+    candidate whose training loss is not finite (``FloatingPointError`` from
+    ``train``, which names the step) or whose validation score is not finite
+    is dropped, with a warning: it gets no score, and the others go on.
+
+    Raises:
+        FloatingPointError: every candidate's loss was not finite.
     """
     scores: Dict[float, float] = {}
+    failures = []
     for weight in candidates:
         with restored_state(algorithm), tensorboard.paused(), LEDGER.in_phase(phase):
             feed = pilot_feed(algorithm, batch_size)
@@ -155,10 +163,25 @@ def pilot_scores(
             algorithm.global_step = 0
             algorithm.updates_started = True  # the pilot's updates are not the run's (no "first update" line)
             apply(algorithm, weight)
-            for _ in range(steps):
-                input_feed, _ = feed.get_batch(algorithm._train_set, check_validation=True)
-                algorithm.train(input_feed)
-            scores[weight] = validation_metric(algorithm, valid_set)
+            try:
+                for _ in range(steps):
+                    input_feed, _ = feed.get_batch(algorithm._train_set, check_validation=True)
+                    algorithm.train(input_feed)
+            except FloatingPointError as error:
+                failures.append("%g: %s" % (weight, error))
+                LOGGER.warning("%s: candidate %g dropped, its pilot stopped: %s", phase, weight, error)
+                continue
+            score = validation_metric(algorithm, valid_set)
+            if not math.isfinite(score):
+                failures.append("%g: validation score %r" % (weight, score))
+                LOGGER.warning("%s: candidate %g dropped, its validation score is %r", phase, weight, score)
+                continue
+            scores[weight] = score
+    if not scores:
+        raise FloatingPointError(
+            "%s: every candidate's training loss became non-finite (%s); the run cannot choose among them"
+            % (phase, "; ".join(failures))
+        )
     return scores
 
 
@@ -168,7 +191,7 @@ def choose_by_validation(
     """The candidate a with the best validation score after the pilot (logged)."""
     started = time.perf_counter()
     scores = pilot_scores(algorithm, valid_set, candidates, steps, batch_size)
-    chosen = max(candidates, key=lambda weight: scores[weight])  # first of the best on ties
+    chosen = max(scores, key=lambda weight: scores[weight])  # first of the best on ties (candidates' order)
     metric = algorithm.exp_settings.get("objective_metric", "validation metric")
     LOGGER.info(
         "rerank_weight=auto: pilot of %d steps, %s by a: %s; chosen a = %.4f (%.1f s)",

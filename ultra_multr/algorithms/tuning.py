@@ -10,7 +10,10 @@ pilot's own seed stream; with a click log, the same log), scores it on the
 validation split with the settings' ``objective_metric``, keeps the best
 (ties: the earlier candidate), logs every score and restores the algorithm's
 state exactly, so the real run starts as if the value had been given.  Its
-sessions count in the run's click budget (phase ``tuning_pilot``).
+sessions count in the run's click budget (phase ``tuning_pilot``).  A
+candidate whose loss becomes non-finite is dropped (warned) and the others
+compete.  MULTR takes the same pilot: its user simulator is trained once,
+before the pilot, and shared by every candidate.
 
 With fewer than ``pilot_min_queries`` validation queries, or outside main.py
 (no validation split), the configured value is kept and the log says why.
@@ -58,7 +61,7 @@ def tune(algorithm, valid_set=None, batch_size: int = None) -> float:
         algorithm, valid_set, config.tune_grid, config.tune_pilot_steps, batch_size,
         apply=lambda target, value: set_hparam(target, name, value), phase="tuning_pilot",
     )
-    chosen = max(config.tune_grid, key=lambda value: scores[value])  # first of the best on ties
+    chosen = max(scores, key=lambda value: scores[value])  # first of the best on ties (the grid's order)
     set_hparam(algorithm, name, chosen)
     LOGGER.info(
         "tune=%s: pilot of %d steps, %s by value: %s; chosen %s = %g",
