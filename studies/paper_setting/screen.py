@@ -1,0 +1,165 @@
+"""Screening for data in ULTRA's recipe with headroom: is the Oracle significantly above DLA?
+
+A study of debiasing means something only where the Oracle (trained on the
+true labels) is significantly above DLA.  This screens at most eight recipes
+of generated data in ULTRA's recipe (:mod:`ultra_multr.data.ultra_recipe`:
+the logging ranker is a Rank SVM fitted on 1 % of the labelled training
+queries, on the features the learner sees), one seed each::
+
+    python studies/paper_setting/screen.py --out out/screen [--recipes linear nonlinear ...] [--steps 2000]
+        [--seed 0] [--workers 2] [--threads 1] [--results studies/paper_setting/results] [--tables-only]
+
+Per recipe: the data directory ``<out>/data/<recipe>``; the Oracle and DLA
+through ULTRA's main.py (the runner), cascade clicks (epsilon 0.1) drawn on the
+fly on the top 10, the same ``--steps`` ranker updates, each method's learning
+rate from the same validation pilot ({0.01, 0.05}, 200 updates each); the
+goal is Oracle - DLA >= 0.010 nDCG@10 at p <= 0.01 (paired two-sided Fisher
+randomisation test over the test queries).  ``screening.csv`` and
+``screening.md`` go to ``--results``, with the logging ranker's nDCG@10 on
+the training queries it was not fitted on (from ``prepare_report.json``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import asdict
+from typing import Dict, List, Sequence
+
+import numpy as np
+
+from ultra_multr.data.ultra_format import atomic_write_text
+from ultra_multr.data.ultra_recipe import Recipe, write_recipe_dataset
+from ultra_multr.experiments import compare, runner
+from ultra_multr.experiments.significance import randomization_test
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CASCADE = os.path.join(REPO, "settings", "click_models", "cascade_eps0.1_ymax4.json")
+RESULTS = os.path.join(REPO, "studies", "paper_setting", "results")
+#: The screened recipes (at most eight): the quadratic relevance a linear logger cannot rank by, the relevance no
+#: feature carries, the number of features and of training queries.
+RECIPES: Dict[str, Recipe] = {
+    "linear": Recipe(nonlinear=0.0, label_noise=0.5),
+    "linear_noisy": Recipe(nonlinear=0.0, label_noise=1.0),
+    "quadratic_0.5": Recipe(nonlinear=0.5, label_noise=0.5),
+    "quadratic_1": Recipe(nonlinear=1.0, label_noise=0.5),
+    "quadratic_1_noisy": Recipe(nonlinear=1.0, label_noise=1.0),
+    "quadratic_2": Recipe(nonlinear=2.0, label_noise=0.5),
+    "quadratic_1_f46": Recipe(nonlinear=1.0, label_noise=0.5, features=46),
+    "quadratic_1_3000q": Recipe(nonlinear=1.0, label_noise=0.5, train_queries=3000),
+}
+#: Every method's learning rate from the same validation pilot.
+PILOT = {"tune": "learning_rate", "tune_grid": [0.01, 0.05], "tune_pilot_steps": 200}
+METHODS = {
+    "oracle_pilot": {"label": "Oracle", "role": "multr", "learning_algorithm": "ultra_multr.Naive",
+                     "learning_algorithm_hparams": PILOT, "train_input_hparams": {"oracle_mode": True}},
+    "dla_pilot": {"label": "DLA", "role": "baseline", "learning_algorithm": "ultra_multr.DLA",
+                  "learning_algorithm_hparams": PILOT},
+}
+GOAL_GAP, GOAL_P = 0.010, 0.01
+COLUMNS = ("recipe", "nonlinear", "label_noise", "features", "train_queries", "logger_ndcg10", "oracle_ndcg10",
+           "dla_ndcg10", "gap", "p", "goal_met")
+
+
+def study_config(out: str, data_dirs: Dict[str, str], seed: int, steps: int) -> dict:
+    """The runner's config: each recipe a fold of the dataset "recipe"."""
+    return {
+        "output_dir": out,
+        "datasets": {"recipe": dict(data_dirs)},
+        "methods": list(METHODS),
+        "extra_methods": METHODS,
+        "seeds": [seed],
+        "settings": {
+            "train_input_hparams": {"click_model_json": CASCADE},
+            "ranking_model_hparams": {"hidden_layer_sizes": [512, 256, 128]},
+            "learning_algorithm_hparams": {"learning_rate": 0.05, "log_every": 500},
+        },
+        "main_args": {"batch_size": 256, "max_train_iteration": steps, "steps_per_checkpoint": 200,
+                      "selection_bias_cutoff": 10},
+    }
+
+
+def logger_quality(data_dir: str) -> float:
+    """The Rank SVM's nDCG@10 on the training queries it was not fitted on (prepare_report.json)."""
+    with open(os.path.join(data_dir, "prepare_report.json")) as handle:
+        return float(json.load(handle)["rank_svm"]["heldout_training_queries"]["ndcg_10"])
+
+
+def screening_rows(runs_dir: str, data_dirs: Dict[str, str], n_permutations: int = 10000) -> List[dict]:
+    """One row per recipe whose Oracle and DLA have finished."""
+    rows = []
+    for name, data_dir in data_dirs.items():
+        try:
+            oracle, dla = (
+                [r for r in compare.method_runs(runs_dir, method) if r.info["fold"] == name]
+                for method in ("oracle_pilot", "dla_pilot")
+            )
+        except ValueError:  # a method of the screening has not finished a run yet
+            continue
+        if not oracle or not dla:
+            continue
+        a, b = compare.paired(oracle, dla, "ndcg_10")
+        p = randomization_test(a, b, n_permutations)
+        recipe = RECIPES[name]
+        gap = float(np.mean(a - b))
+        rows.append({
+            "recipe": name, "nonlinear": recipe.nonlinear, "label_noise": recipe.label_noise,
+            "features": recipe.features, "train_queries": recipe.train_queries,
+            "logger_ndcg10": "%.4f" % logger_quality(data_dir), "oracle_ndcg10": "%.4f" % float(np.mean(a)),
+            "dla_ndcg10": "%.4f" % float(np.mean(b)), "gap": "%+.4f" % gap, "p": "%.4g" % p,
+            "goal_met": "yes" if gap >= GOAL_GAP and p <= GOAL_P else "no",
+        })
+    return rows
+
+
+def write_tables(rows: Sequence[dict], results_dir: str, steps: int, seed: int) -> None:
+    """``screening.csv`` and ``screening.md`` (atomically)."""
+    csv = ",".join(COLUMNS) + "\n" + "".join(",".join(str(row[c]) for c in COLUMNS) + "\n" for row in rows)
+    atomic_write_text(os.path.join(results_dir, "screening.csv"), csv)
+    lines = [
+        "Screening of recipes in ULTRA's recipe (logger: Rank SVM on 1 % of labelled training queries, features "
+        "only), seed %d, %d ranker updates, cascade clicks, learning rates from the pilot {0.01, 0.05}; gap = Oracle - "
+        "DLA nDCG@10, p: paired two-sided Fisher randomisation test over the test queries; goal: gap >= %.3f at "
+        "p <= %.2f." % (seed, steps, GOAL_GAP, GOAL_P),
+        "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|---" * len(COLUMNS) + "|",
+    ]
+    lines += ["| " + " | ".join(str(row[c]) for c in COLUMNS) + " |" for row in rows]
+    atomic_write_text(os.path.join(results_dir, "screening.md"), "\n".join(lines) + "\n")
+
+
+def main(argv: Sequence[str] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=list(RECIPES))
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--results", default=RESULTS)
+    parser.add_argument("--tables-only", action="store_true", help="train nothing: the tables of the finished runs")
+    args = parser.parse_args(argv)
+    out = os.path.abspath(args.out)
+    data_dirs = {name: os.path.join(out, "data", name) for name in args.recipes}
+    if not args.tables_only:
+        for name, data_dir in data_dirs.items():
+            if not os.path.isfile(os.path.join(data_dir, "prepare_report.json")):
+                write_recipe_dataset(data_dir, RECIPES[name])
+            atomic_write_text(os.path.join(out, "data", name + ".recipe.json"),
+                              json.dumps(asdict(RECIPES[name]), sort_keys=True) + "\n")
+        config_path = os.path.join(out, "screen.json")
+        atomic_write_text(config_path, json.dumps(study_config(out, data_dirs, args.seed, args.steps), indent=1) + "\n")
+        code = runner.main([config_path, "--workers", str(args.workers)]
+                           + (["--threads", str(args.threads)] if args.threads else []))
+        if code:
+            return code
+    rows = screening_rows(os.path.join(out, "runs"), data_dirs)
+    write_tables(rows, args.results, args.steps, args.seed)
+    print(open(os.path.join(args.results, "screening.md")).read(), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""Generated data in ULTRA's recipe: the logging ranker is a Rank SVM of the features, fitted on 1 % of the labels."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from conftest import require
+
+require("sklearn")
+
+from ultra_multr.data.prepare import PrepareOptions, prepare_split_files  # noqa: E402
+from ultra_multr.data.ultra_recipe import GRADE_QUANTILES, Recipe, write_recipe_dataset, write_recipe_letor  # noqa: E402
+
+SMALL = Recipe(train_queries=300, valid_queries=30, test_queries=40, features=8, nonlinear=1.0, seed=3)
+
+
+def init_lists(data_dir: str, split: str):
+    """qid -> the documents' ids in logged order."""
+    with open(os.path.join(data_dir, split, split + ".feature")) as handle:
+        doc_ids = [line.split(" ", 1)[0] for line in handle]
+    with open(os.path.join(data_dir, split, split + ".init_list")) as handle:
+        return {parts[0]: [doc_ids[int(i)] for i in parts[1:]] for parts in (line.split() for line in handle)}
+
+
+def labels(data_dir: str, split: str):
+    with open(os.path.join(data_dir, split, split + ".labels")) as handle:
+        return {parts[0]: [float(v) for v in parts[1:]] for parts in (line.split() for line in handle)}
+
+
+def relabel(path: str, keep_qids) -> None:
+    """Rewrite a LETOR file with every label of the queries outside ``keep_qids`` reversed (4 - y)."""
+    with open(path) as handle:
+        lines = handle.read().splitlines()
+    out = []
+    for line in lines:
+        label, qid, rest = line.split(" ", 2)
+        if qid.split(":", 1)[1] not in keep_qids:
+            label = str(4 - int(label))
+        out.append(" ".join([label, qid, rest]))
+    with open(path, "w") as handle:
+        handle.write("\n".join(out) + "\n")
+
+
+def test_the_logger_reads_no_label_beyond_its_one_percent_sample(tmp_path):
+    data_dir = str(tmp_path / "recipe")
+    report = write_recipe_dataset(data_dir, SMALL)
+    sampled = set(report["rank_svm"]["sampled_qids"])
+    assert len(sampled) == 20  # 1 % of 300 queries is 3: the minimum of 20 applies, as for real data
+    # The same LETOR files with every other query's labels reversed, prepared again: the logged orders do not move.
+    paths = write_recipe_letor(str(tmp_path / "relabelled"), SMALL)
+    for split, path in paths.items():
+        relabel(path, sampled if split == "train" else set())
+    prepare_split_files(paths["train"], paths["valid"], paths["test"], str(tmp_path / "relabelled"),
+                        PrepareOptions(seed=SMALL.seed))
+    for split in ("train", "valid", "test"):
+        assert init_lists(str(tmp_path / "relabelled"), split) == init_lists(data_dir, split)
+        changed = labels(str(tmp_path / "relabelled"), split) != labels(data_dir, split)
+        assert changed  # the labels did change: the orders stayed because the logger never read them
+    # ... and its sample's labels do move it: reversing them turns the logger around
+    paths = write_recipe_letor(str(tmp_path / "sample_relabelled"), SMALL)
+    relabel(paths["train"], set())
+    prepare_split_files(paths["train"], paths["valid"], paths["test"], str(tmp_path / "sample_relabelled"),
+                        PrepareOptions(seed=SMALL.seed))
+    assert init_lists(str(tmp_path / "sample_relabelled"), "test") != init_lists(data_dir, "test")
+
+
+def test_the_recipe_grades_0_to_4_shows_whole_lists_and_its_logger_is_between_random_and_ideal(tmp_path):
+    data_dir = str(tmp_path / "recipe")
+    report = write_recipe_dataset(data_dir, SMALL)
+    quality = report["rank_svm"]["heldout_training_queries"]
+    assert quality["random_ndcg_10"] + 0.05 < quality["ndcg_10"] < 0.99
+    grades = np.concatenate([v for v in labels(data_dir, "train").values()])
+    assert set(np.unique(grades)) == {0.0, 1.0, 2.0, 3.0, 4.0}
+    # the grade shares follow GRADE_QUANTILES (to sampling noise on ~2,400 documents)
+    shares = np.diff(np.concatenate([[0.0], GRADE_QUANTILES, [1.0]]))
+    observed = np.bincount(grades.astype(int), minlength=5) / len(grades)
+    assert np.abs(observed - shares).max() < 0.04
+    assert max(len(v) for v in init_lists(data_dir, "train").values()) <= 10
+    with open(os.path.join(data_dir + ".letor", "recipe.json")) as handle:
+        assert json.load(handle)["nonlinear"] == 1.0
+
+
+def test_a_recipe_with_lists_over_ten_is_refused():
+    from ultra_multr.config import HParamError
+
+    with pytest.raises((HParamError, ValueError), match="docs_per_query must be"):
+        Recipe(docs_per_query=(6, 12))
