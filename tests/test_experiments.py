@@ -792,3 +792,24 @@ def test_done_json_records_each_steps_peak_memory(tmp_path):
     assert set(peak) == {"hold", "fake"}
     if os.path.exists("/proc/self/status"):
         assert 300 <= peak["hold"] < 400 and peak["fake"] < 150
+
+
+def test_the_runner_checks_data_directories_python_and_main_py_before_it_starts(tmp_path, capsys, synthetic_data_dir):
+    """A missing data directory, a directory without settings.json, an interpreter or a main.py that do not exist:
+    all named at once, nothing started (it used to start the runs and fail each later)."""
+    from ultra_multr.experiments import runner
+
+    (tmp_path / "not_ultra").mkdir()
+    path = _write_config(
+        tmp_path, datasets={"toy": {"Fold1": str(tmp_path / "missing"), "Fold2": str(tmp_path / "not_ultra"),
+                                    "Fold3": synthetic_data_dir}},
+        python=str(tmp_path / "no_python"), main_py=str(tmp_path / "no_main.py"),
+    )
+    assert runner.main([path]) == 2
+    err = capsys.readouterr().err
+    assert "nothing started: 4 problem(s) would stop the runs at once" in err
+    assert "data directory %s does not exist" % (tmp_path / "missing") in err
+    assert "data directory %s holds no settings.json" % (tmp_path / "not_ultra") in err
+    assert "python %s is not an executable file" % (tmp_path / "no_python") in err
+    assert "ULTRA's main.py %s does not exist" % (tmp_path / "no_main.py") in err
+    assert not os.path.exists(tmp_path / "out" / "runs")  # no run folder was made

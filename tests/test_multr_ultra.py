@@ -112,9 +112,15 @@ def test_main_py_refuses_a_cutoff_longer_than_every_list(ultra_main, tmp_path):
     from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
 
     data_dir = write_synthetic_ultra_dataset(str(tmp_path / "short"), docs_per_query=(3, 5))
-    settings = settings_for(tmp_path, "sample_num=1,simulator_steps=1,simulator_batch_size=4")
-    with pytest.raises(AssertionError, match="selection_bias_cutoff 10 is longer than the longest list"):
-        run_ultra_main(ultra_main, main_args(settings, str(tmp_path / "m"), data_dir, "--max_train_iteration", "1"), cwd=str(tmp_path))
+    # a simulator of 10,000 steps: the refusal must come before it trains (it used to come after, ~30 s later)
+    settings = settings_for(tmp_path, "sample_num=1,simulator_steps=10000,simulator_batch_size=4")
+    completed = run_ultra_main(
+        ultra_main, main_args(settings, str(tmp_path / "m"), data_dir, "--max_train_iteration", "1"),
+        cwd=str(tmp_path), check=False,
+    )
+    assert completed.returncode != 0
+    assert "selection_bias_cutoff 10 is longer than the longest list in the data (5 documents)" in completed.stderr
+    assert "user simulator" not in completed.stdout + completed.stderr
 
 
 def test_main_py_refuses_test_only_false(ultra_main, synthetic_data_dir, tmp_path):

@@ -193,6 +193,8 @@ class PluginAlgorithm(BaseAlgorithm):
         self.max_candidate_num = int(exp_settings["max_candidate_num"])
         self.rank_list_size = int(exp_settings.get("selection_bias_cutoff", self.max_candidate_num))
         self.feature_size = int(data_set.feature_size)
+        if args is not None and not args.test_only:  # before any phase of training (MULTR's simulator comes first)
+            self._check_list_size()
         self._progress = check_model_dir(args, exp_settings, self.feature_size) if args is not None else None
         self.letor_features_name = "letor_features"
         self.docid_inputs_name = ["docid_input{0}".format(i) for i in range(self.max_candidate_num)]
@@ -250,7 +252,6 @@ class PluginAlgorithm(BaseAlgorithm):
             self.updates_started = True
             LOGGER.info("ranker: first update starts %.1f s after the process started", time.time() - PROCESS_STARTED)
         if self._optimizers is None:
-            self._check_list_size()
             open_training_writer()
             self._optimizers = Optimizers(
                 self.parameter_groups(),

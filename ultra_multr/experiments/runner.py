@@ -35,12 +35,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import signal
 import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from . import methods as registry
 from .execute import resolve_threads, write_failure
@@ -82,6 +83,29 @@ def _on_signal(signum: int, frame: Any) -> None:
     logger.warning("signal %d: stopping the running steps", signum)
     CHILDREN.kill_all()
     raise KeyboardInterrupt("signal %d" % signum)
+
+
+def preflight_problems(runs: Sequence[RunSpec]) -> List[str]:
+    """What would make the pending ``runs`` fail at once: a data directory that is missing or holds no
+    ``settings.json``, an interpreter that does not exist, ULTRA's main.py not found; one line each, the config's
+    entry named."""
+    problems: List[str] = []
+    for data_dir in sorted({run.data_dir for run in runs}):
+        if not os.path.isdir(data_dir):
+            problems.append("data directory %s does not exist (datasets of the config)" % data_dir)
+        elif not os.path.isfile(os.path.join(data_dir, "settings.json")):
+            problems.append("data directory %s holds no settings.json: not a ULTRA data directory (datasets of the "
+                            "config)" % data_dir)
+    for python in sorted({run.python for run in runs}):
+        found = python if os.sep in python else shutil.which(python)
+        if not found or not os.path.isfile(found) or not os.access(found, os.X_OK):
+            problems.append("python %s is not an executable file (\"python\" of the config)" % python)
+    for main_py in sorted({run.main_py or "" for run in runs}):
+        try:
+            find_main_py(main_py or None)
+        except (FileNotFoundError, ImportError) as error:
+            problems.append("%s (\"main_py\" of the config, or $ULTRA_MAIN)" % error)
+    return problems
 
 
 def run_all(
@@ -132,6 +156,10 @@ def run_all(
                 % (len(stale), ", ".join(stale))
             )
         pending = [run for run, status in zip(runs, statuses) if status == "pending"]
+        problems = preflight_problems(pending) if commands is default_commands else []  # what main.py runs need
+        if problems:
+            raise ConfigError("nothing started: %d problem(s) would stop the runs at once:\n  %s"
+                              % (len(problems), "\n  ".join(problems)))
         in_main = threading.current_thread() is threading.main_thread()
         previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)} if in_main else {}
         CHILDREN.stopping = False
