@@ -119,6 +119,7 @@ def _bad(rows, row, **values):
     (lambda rows: _bad(rows, 7, click=2), "'click' row 7", "expected in 0..1"),
     (lambda rows: _bad(rows, 3, query_md5="md5-Z"), "'query_md5' row 3", "starting at row 0"),
     (lambda rows: _bad(rows, 6, **{schema.EMBEDDING: np.zeros(767, np.float16)}), "row 6", "767 values"),
+    (lambda rows: _bad(rows, 8, text_md5=None), "'text_md5' row 8", "is null"),
     (lambda rows: [{k: v for k, v in r.items() if k != "text_md5"} for r in rows], "'text_md5' is missing", ""),
     (lambda rows: [dict(r, click=str(r["click"])) for r in rows], "'click' has type string", "expected int64"),
 ])

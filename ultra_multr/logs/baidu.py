@@ -105,9 +105,19 @@ def session_runs(query_no: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     return starts, np.diff(np.append(starts, len(query_no))).astype(np.int64)
 
 
-def _column(table, name: str, dtype) -> np.ndarray:
-    """[R] the scalar column ``name`` as ``dtype``."""
-    return table.column(name).to_numpy(zero_copy_only=False).astype(dtype)
+def _column(path: str, table, name: str, dtype) -> np.ndarray:
+    """[R] the scalar column ``name`` as ``dtype``.
+
+    Raises:
+        BaiduSchemaError: a null value (naming its row).
+    """
+    column = table.column(name)
+    if column.null_count:
+        import pyarrow.compute as pc
+
+        row = int(np.flatnonzero(pc.is_null(column).to_numpy(zero_copy_only=False))[0])
+        raise BaiduSchemaError("%s: column %r row %d is null" % (path, name, row))
+    return column.to_numpy(zero_copy_only=False).astype(dtype)
 
 
 def _check_per_query(path: str, name: str, values: np.ndarray, session: np.ndarray, starts: np.ndarray) -> None:
@@ -134,7 +144,7 @@ def _click_slots(path: str, table, session: np.ndarray, starts: np.ndarray) -> n
     Raises:
         BaiduSchemaError: a position < 1, or two rows of a session at one position (naming the second row).
     """
-    position = _column(table, "position", np.int64)
+    position = _column(path, table, "position", np.int64)
     _check_range(path, "position", position, 1, None)
     order = np.lexsort((position, session))
     same = (session[order][1:] == session[order][:-1]) & (position[order][1:] == position[order][:-1])
@@ -210,13 +220,13 @@ def read_sessions(path: str, features: str = "lexical", top_n: Optional[int] = 1
     check_schema(path, found, kind, wanted)
     table = feather.read_table(path, columns=wanted, memory_map=True)
 
-    query_no = _column(table, schema.SESSION_KEY, np.int64)
+    query_no = _column(path, table, schema.SESSION_KEY, np.int64)
     starts, n = session_runs(query_no)
     session = np.repeat(np.arange(len(n)), n)
-    query_md5 = _column(table, "query_md5", str)
-    query_id = _column(table, "query_id", str)
+    query_md5 = _column(path, table, "query_md5", str)
+    query_id = _column(path, table, "query_id", str)
     _check_per_query(path, "query_md5", query_md5, session, starts)
-    target_values = _column(table, target, np.int64)
+    target_values = _column(path, table, target, np.int64)
     _check_range(path, target, target_values, 0, 1 if kind == "clicks" else schema.MAX_LABEL)
     if kind == "clicks":
         slot = _click_slots(path, table, session, starts)
@@ -235,7 +245,7 @@ def read_sessions(path: str, features: str = "lexical", top_n: Optional[int] = 1
     documents = np.zeros((len(n), width, feature_size(features)), dtype=np.float32)
     lexical_width = 0
     if features != "embedding":
-        lexical = np.stack([_column(table, name, np.float32) for name in schema.LEXICAL_FEATURES], axis=1)
+        lexical = np.stack([_column(path, table, name, np.float32) for name in schema.LEXICAL_FEATURES], axis=1)
         lexical_width = lexical.shape[1]
         documents[rows, slots, :lexical_width] = (signed_log1p(lexical) if log1p_lexical else lexical)[keep]
     if features != "lexical":
@@ -247,7 +257,7 @@ def read_sessions(path: str, features: str = "lexical", top_n: Optional[int] = 1
         query_md5=query_md5[starts],
         query_id=query_id[starts],
         n=n,
-        text_md5=scatter(_column(table, "text_md5", str).astype(object), object, ""),
+        text_md5=scatter(_column(path, table, "text_md5", str).astype(object), object, ""),
         features=documents,
         mask=scatter(np.ones(len(session), dtype=bool), bool, False),
         clicks=scatter(target_values.astype(np.float32), np.float32, 0.0),
@@ -262,7 +272,7 @@ def session_count(path: str) -> int:
     found = _open(path)
     check_schema(path, found, schema.file_kind(path), [schema.SESSION_KEY])
     table = feather.read_table(path, columns=[schema.SESSION_KEY], memory_map=True)
-    return len(session_runs(_column(table, schema.SESSION_KEY, np.int64))[0])
+    return len(session_runs(_column(path, table, schema.SESSION_KEY, np.int64))[0])
 
 
 def log_files(patterns: Sequence[str]) -> List[str]:

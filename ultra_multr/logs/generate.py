@@ -185,11 +185,22 @@ class _Logging:
 
 
 def _write(path: str, columns: Dict[str, list], kind: str) -> None:
-    """Write ``columns`` (one value per document row) as the writer's feather file, atomically."""
+    """Write ``columns`` (one value per document row) as the writer's feather file, atomically.  The
+    embeddings ([768] float16 each) become one list per row without a Python object per value."""
     import pyarrow as pa
     import pyarrow.feather as feather
 
-    table = pa.Table.from_pydict(columns, schema=schema.arrow_schema(kind))
+    target = schema.arrow_schema(kind)
+    arrays = []
+    for field in target:
+        if field.name == schema.EMBEDDING:
+            flat = np.stack(columns[field.name]).astype(np.float16).reshape(-1) if columns[field.name] else \
+                np.zeros(0, dtype=np.float16)
+            offsets = pa.array(np.arange(len(columns[field.name]) + 1, dtype=np.int32) * schema.EMBEDDING_SIZE)
+            arrays.append(pa.ListArray.from_arrays(offsets, pa.array(flat, type=pa.float16())))
+        else:
+            arrays.append(pa.array(columns[field.name], type=field.type))
+    table = pa.Table.from_arrays(arrays, schema=target)
     atomic_write_file(path, lambda tmp: feather.write_feather(table, tmp))
 
 
