@@ -125,8 +125,9 @@ def _check_per_query(path: str, name: str, values: np.ndarray, session: np.ndarr
     wrong = np.flatnonzero(values != values[starts][session])
     if wrong.size:
         row = int(wrong[0])
+        start = int(starts[session[row]])
         raise BaiduSchemaError("%s: column %r row %d is %r, but the session (query_no run) starting at row %d has %r"
-                               % (path, name, row, values[row].item(), starts[session[row]], values[starts[session[row]]].item()))
+                               % (path, name, row, values[row].item(), start, values[start].item()))
 
 
 def _check_range(path: str, name: str, values: np.ndarray, low: int, high: Optional[int]) -> None:
