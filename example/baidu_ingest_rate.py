@@ -3,7 +3,7 @@
 python example/baidu_ingest_rate.py --out example/results_baidu_ingest [--sessions 5000 --per_file 2500]
 python example/baidu_ingest_rate.py --out OUT --log_files 'baidu-ultr/parts/part-1_split-*.feather'
 
-Generates a log in exactly the release's schema (ultra_multr.logs.generate), or takes the given files
+Generates a log in the release's layout (ultra_multr.logs.generate), or takes the given files
 (the real release's, or a log written by example/baidu_study.py), then, each in a fresh
 process, times read_sessions per feature choice (the second of two passes over the files: page cache
 warm; sessions per second, bytes of the feature array per session, the process's peak resident memory

@@ -1,7 +1,8 @@
 """MULTR against Naive, IPS, DLA and PAL on a generated log in the Baidu-ULTR schema (issue 18, item 6).
 
     python example/baidu_study.py --out out/baidu_pbm --click-model pbm [--sessions 100000] [--queries 2000]
-        [--annotated 1000] [--logger-bias 0] [--feature-noise 1] [--logger-noise 1] [--seeds 0 1 2]
+        [--annotated 1000] [--logger-bias 0] [--feature-noise 1] [--logger-noise 1] [--logger grade]
+        [--missing-doc-prob 0] [--seeds 0 1 2]
         [--steps 500] [--ranker-norm layer] [--workers 2] [--dry-run]
     python example/baidu_study.py --out out/baidu_ultr --log-dir baidu-ultr_uva-mlm-ctr [--seeds ...] [--steps ...]
 
@@ -10,13 +11,17 @@ With ``--log-dir`` the study reads a log already in the release's layout (the re
 ``parts/validation.feather`` annotated) instead of generating one (step 1), and has no IPS row (no true
 propensities); the rest is the same.
 
-1. A log in exactly the release's schema (:func:`ultra_multr.logs.generate.write_baidu_log`): ``--queries``
+1. A log in the release's layout (:func:`ultra_multr.logs.generate.write_baidu_log`: one row per document, as
+   the release's writer writes it): ``--queries``
    queries of 6-10 documents with a latent grade 0-4 that the 12 lexical features carry with noise, each
    session showing its query in the order of a noisy logging ranker (so a query is logged in several
    orders; with ``--logger-bias`` B it also favours a per-document popularity z, unrelated to relevance, by
    B * z, and the lexical feature ``abstract_length`` carries z: the confound that lets position bias
    mislead a ranker; ``--feature-noise`` sets how noisily the features carry the grade, ``--logger-noise``
-   the logger's per-session noise: 0 logs each query in one order), clicks from a
+   the logger's per-session noise: 0 logs each query in one order; ``--logger features`` scores by a linear
+   function of the lexical features instead of the grade, so the logged position carries no relevance the
+   features lack; ``--missing-doc-prob`` drops shown documents from the file, leaving gaps in the positions,
+   as the release's writer does), clicks from a
    known model: ``pbm`` (examination 1/rank, click probability per grade
    ``graded_click_prob(0.1, 4)``) or ``cascade`` (the same click probabilities, the first click ends the
    session); ``--sessions`` training sessions in files of 25,000, 10,000 held-out sessions (part 0) and
@@ -97,7 +102,8 @@ def write_log(out: str, recipe: Dict) -> None:
             n_annotated=recipe["annotated"], n_positions=N_POSITIONS, sessions_per_file=SESSIONS_PER_FILE,
             click_model=CLICK_MODELS[recipe["click_model"]](), seed=recipe["seed"],
             logger_bias=recipe.get("logger_bias", 0.0), feature_noise=recipe.get("feature_noise", 1.0),
-            logger_noise=recipe.get("logger_noise", 1.0),
+            logger_noise=recipe.get("logger_noise", 1.0), logger=recipe.get("logger", "grade"),
+            missing_doc_prob=recipe.get("missing_doc_prob", 0.0),
         )
         atomic_write_text(recipe_path, json.dumps(recipe, indent=1, sort_keys=True) + "\n")
 
@@ -268,6 +274,11 @@ def main(argv=None) -> int:
                              "determine the grade)")
     parser.add_argument("--logger-noise", type=float, default=1.0,
                         help="sd of the logging ranker's per-session noise (0: one logged order per query)")
+    parser.add_argument("--logger", choices=["grade", "features"], default="grade",
+                        help="the logging ranker: the grade plus noise, or a linear function of the lexical features "
+                             "plus noise (blind to the grades)")
+    parser.add_argument("--missing-doc-prob", type=float, default=0.0,
+                        help="probability that a shown document is missing from the file (a gap in the positions)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=500, help="ranker updates (and MULTR's simulator cap)")
     parser.add_argument(
@@ -285,14 +296,19 @@ def main(argv=None) -> int:
     if min(args.sessions, args.queries, args.annotated) < 2:
         parser.error("--sessions, --queries and --annotated must be >= 2")
     out = os.path.abspath(args.out)
+    # "layout": logs written before the release's row-per-document layout are no longer readable
     recipe = {"click_model": args.click_model, "sessions": args.sessions, "queries": args.queries,
-              "annotated": args.annotated, "seed": args.log_seed}
+              "annotated": args.annotated, "seed": args.log_seed, "layout": "document_rows"}
     if args.logger_bias:  # only then: recipes of logs written without them stay valid
         recipe["logger_bias"] = args.logger_bias
     if args.feature_noise != 1.0:
         recipe["feature_noise"] = args.feature_noise
     if args.logger_noise != 1.0:
         recipe["logger_noise"] = args.logger_noise
+    if args.logger != "grade":
+        recipe["logger"] = args.logger
+    if args.missing_doc_prob:
+        recipe["missing_doc_prob"] = args.missing_doc_prob
     data_dir = os.path.join(out, "data")
     log_dir = os.path.abspath(args.log_dir) if args.log_dir else os.path.join(out, "log")
     if args.log_dir:
@@ -317,7 +333,7 @@ def main(argv=None) -> int:
     atomic_write_text(os.path.join(results, "sessions.md"), budget.format_markdown(runs_dir))
     atomic_write_text(os.path.join(results, "failed.md"), failed_runs(runs_dir))
     atomic_write_text(os.path.join(results, "diagnostics.md"), diagnostics.format_markdown(diagnostics.collect(runs_dir)))
-    n_sessions = sum(map(baidu.session_count, glob.glob(log_pattern))) if args.log_dir else args.sessions
+    n_sessions = sum(map(baidu.session_count, glob.glob(log_pattern)))  # a generated log drops short sessions too
     table = report(out, data_dir, log_dir, n_sessions)
     atomic_write_text(os.path.join(results, "baidu_metrics.md"), table)
     print(table)

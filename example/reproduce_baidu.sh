@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Baidu-ULTR study on generated logs (issue 18, item 6; docs/baidu_study.md): four logs in the release's
-# exact schema, 100,000 training sessions each, and every method on the same logged sessions.
+# layout (one row per document), 100,000 training sessions each, and every method on the same logged sessions.
 #
 # Usage: example/reproduce_baidu.sh OUT_PREFIX       (the committed tables: example/reproduce_baidu.sh out/baidu)
 #   OUT_PREFIX_pbm            PBM clicks, features that nearly determine the grade, no logging confound

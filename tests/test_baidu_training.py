@@ -1,6 +1,7 @@
 """Training from a generated Baidu-ULTR log through ULTRA's main.py: the session-replay feed and the converter."""
 from __future__ import annotations
 
+import glob
 import json
 import os
 
@@ -20,9 +21,11 @@ from ultra_multr.logs.generate import write_baidu_log  # noqa: E402
 
 @pytest.fixture(scope="module")
 def baidu_data(tmp_path_factory):
-    """(generated log, converted data directory): 200 logged sessions, 20 annotated queries, 10 stub lists."""
+    """(generated log, converted data directory): 200 logged sessions (less those the writer's filter drops:
+    documents are dropped with probability 0.1, leaving gaps in the positions), 20 annotated queries,
+    10 stub lists."""
     root = tmp_path_factory.mktemp("baidu_training")
-    log = write_baidu_log(str(root / "log"), n_sessions=200, seed=5)
+    log = write_baidu_log(str(root / "log"), n_sessions=200, seed=5, missing_doc_prob=0.1)
     out = str(root / "data")
     patterns = os.path.join(str(root / "log"), "parts", "part-1_split-*.feather")
     assert convert_main(["--annotations", log.validation_file, "--log_files", patterns, "--out", out,
@@ -39,23 +42,28 @@ class _Model:
     labels_name = ["label%d" % i for i in range(10)]
 
 
-def test_feed_replays_every_logged_session_in_displayed_order(baidu_data):
+def test_feed_replays_every_logged_session_at_its_logged_positions(baidu_data):
     log, data_dir, patterns = baidu_data
     stub = ultra.utils.read_data(data_dir, "train", None, 0)
-    feed = BaiduSessionFeed(_Model(), 25, "log_files=%s,seed=1" % patterns)
+    feed = BaiduSessionFeed(_Model(), 1, "log_files=%s,seed=1" % patterns)
     sessions = [baidu.read_sessions(path) for path in log.train_files]
+    counts = [len(s) for s in sessions]
+    assert 150 < sum(counts) < 200 and any((~s.mask[:, :6]).any() for s in sessions)  # gaps, dropped sessions
     seen = []
-    for _ in range(8):  # 8 x 25 = one pass over the 200 sessions
+    for _ in range(sum(counts)):  # batches of 1: one pass over the sessions
         input_feed, info = feed.get_batch(stub, check_validation=False)
         features = input_feed["letor_features"]
         for session_id, docids, clicks in zip(info["rank_list_idxs"], info["input_list"], info["click_list"]):
             file_index, row = divmod(session_id, BUCKET_FILE_STRIDE)
             logged = sessions[file_index]
-            real = [d for d in docids if d < len(features)]
-            np.testing.assert_array_equal(features[real], logged.features[row, logged.mask[row]])
+            # each document at its logged position: a gap is a padded slot, later documents keep their rank
+            real = [slot for slot, d in enumerate(docids) if d < len(features)]
+            assert real == np.flatnonzero(logged.mask[row]).tolist()
+            np.testing.assert_array_equal(features[[docids[slot] for slot in real]],
+                                          logged.features[row, logged.mask[row]])
             assert clicks == logged.clicks[row].tolist()
             seen.append(session_id)
-    assert sorted(seen) == [f * BUCKET_FILE_STRIDE + r for f in range(2) for r in range(100)]  # each once per pass
+    assert sorted(seen) == [f * BUCKET_FILE_STRIDE + r for f in range(2) for r in range(counts[f])]  # each once
 
 
 def test_stub_views_split_the_sessions_into_disjoint_buckets(baidu_data):
@@ -75,9 +83,10 @@ def test_stub_views_split_the_sessions_into_disjoint_buckets(baidu_data):
             assert {session_id % 10 for session_id in info["rank_list_idxs"]} <= set(buckets)
         # the sessions MULTR holds out with such a view: those of its buckets, not its lists
         counts[tuple(buckets)] = feed.distinct_sessions(view)
-        ids = [f * BUCKET_FILE_STRIDE + r for f in range(2) for r in range(100)]
+        ids = [f * BUCKET_FILE_STRIDE + r for f, path in enumerate(sorted(glob.glob(patterns)))
+               for r in range(baidu.session_count(path))]
         assert counts[tuple(buckets)] == sum(1 for i in ids if i % 10 in buckets)
-    assert counts[(0, 1)] + counts[tuple(range(2, 10))] == feed.distinct_sessions(stub) == 200
+    assert counts[(0, 1)] + counts[tuple(range(2, 10))] == feed.distinct_sessions(stub) == len(ids)
 
 
 def _settings(tmp_path, data_dir, algorithm, hparams):
@@ -143,24 +152,33 @@ def _check_heldout_click_log_likelihood(log_files, model_dir, out):
     train_files, heldout_files = log_files
     results = evaluate(os.path.join(model_dir, "ultra_multr.MULTR.simulator.ckpt"), train_files, heldout_files, out)
     assert set(results) == {"MULTR simulator", "position CTR"}
-    assert all(r["sessions"] == 50 and np.isfinite(r["log_likelihood"]) and r["log_likelihood"] < 0
+    n_heldout = baidu.session_count(heldout_files[0])
+    assert all(r["sessions"] == n_heldout and np.isfinite(r["log_likelihood"]) and r["log_likelihood"] < 0
                for r in results.values())
     clicked = evaluate(os.path.join(model_dir, "ultra_multr.MULTR.simulator.ckpt"), train_files, heldout_files, out,
                        population="clicked")
-    heldout = pa_feather.read_table(heldout_files[0]).to_pylist()
+    def logged(path):
+        """query_no -> {position: click} of the documents of each session (one row per document)."""
+        sessions = {}
+        for row in pa_feather.read_table(path, columns=["query_no", "position", "click"]).to_pylist():
+            sessions.setdefault(row["query_no"], {})[row["position"]] = row["click"]
+        return list(sessions.values())
+
+    heldout = logged(heldout_files[0])
+    assert len(heldout) == n_heldout and any(max(s) > len(s) for s in heldout)  # the held-out part has gaps
     for population, found in (("all", results), ("clicked", clicked)):
-        keep = (lambda row: True) if population == "all" else (lambda row: sum(row["click"][:10]) > 0)
-        clicks, shown = np.zeros(10), np.zeros(10)
+        keep = (lambda s: True) if population == "all" else (lambda s: sum(c for p, c in s.items() if p <= 10) > 0)
+        clicks, shown = np.zeros(11), np.zeros(11)  # by logged position 1..10
         for path in train_files:
-            for row in filter(keep, pa_feather.read_table(path).to_pylist()):
-                clicks[:row["n"]] += row["click"]
-                shown[:row["n"]] += 1
-        ctr = clicks / shown
+            for session in filter(keep, logged(path)):
+                for position, click in session.items():
+                    clicks[position] += click
+                    shown[position] += 1
+        ctr = clicks / np.maximum(shown, 1)
         rows = list(filter(keep, heldout))
-        expected = np.mean([sum(np.log(ctr[t]) if c else np.log(1 - ctr[t]) for t, c in enumerate(row["click"]))
-                            for row in rows])
+        expected = np.mean([sum(np.log(ctr[p]) if c else np.log(1 - ctr[p]) for p, c in s.items()) for s in rows])
         assert found["position CTR"]["log_likelihood"] == pytest.approx(expected, rel=1e-6)
         assert found["MULTR simulator"]["sessions"] == len(rows)
-    assert 0 < clicked["position CTR"]["sessions"] < 50  # the log has click-less sessions: the populations differ
+    assert 0 < clicked["position CTR"]["sessions"] < n_heldout  # the log has click-less sessions: the populations differ
     assert os.path.isfile(os.path.join(out, "click_log_likelihood.json"))
     assert os.path.isfile(os.path.join(out, "click_log_likelihood_clicked.json"))

@@ -1,12 +1,13 @@
 """Click log-likelihood on held-out Baidu-ULTR sessions (the benchmark's click metric), per file, one file in memory.
 
 Scores :mod:`ultra_multr.click_model_evaluation` session models on logged
-sessions: each held-out session is its own list (its documents in displayed
-order), and a model predicts ``P(c_t | c_<t)`` at every shown position:
+sessions: each held-out session is its own list (its documents at their
+logged positions: a gap the release's writer left is a slot never shown, scored
+nowhere), and a model predicts ``P(c_t | c_<t)`` at every shown position:
 
 * ``MULTR simulator``: the user simulator MULTR trained (its checkpoint);
 * ``position CTR``: a click model of the position alone, the training
-  sessions' click-through rate per position (a :class:`FittedPBM` with
+  sessions' click-through rate per logged position (a :class:`FittedPBM` with
   attractiveness 1), the floor any click model should beat.
 
 Numbers (nats): log-likelihood per session (mean over sessions of the sum

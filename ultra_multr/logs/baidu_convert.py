@@ -76,15 +76,17 @@ def valid_queries(query_md5: np.ndarray, valid_share: float, seed: int) -> np.nd
 
 
 def ranked_queries(sessions: baidu.Sessions, rows: Iterable[int]) -> List[RankedQuery]:
-    """ULTRA lists of the given rows: qid = ``query_md5``, documents in displayed order, ``clicks`` as labels."""
+    """ULTRA lists of the given rows: qid = ``query_md5``, documents in logged order (a gap in the positions
+    closes up: ULTRA's lists have no holes), ``clicks`` as labels."""
     queries = []
     for row in rows:
-        n = int(sessions.mask[row].sum())
+        shown = sessions.mask[row]
+        n = int(shown.sum())
         queries.append(RankedQuery(
             qid=str(sessions.query_md5[row]),
-            doc_ids=["r%d-%s" % (row, url) for url in sessions.url_md5[row, :n]],
-            features=sessions.features[row, :n],
-            labels=sessions.clicks[row, :n],
+            doc_ids=["r%d-%s" % (row, text) for text in sessions.text_md5[row, shown]],
+            features=sessions.features[row, shown],
+            labels=sessions.clicks[row, shown],
             initial_scores=np.arange(n, 0, -1, dtype=np.float64),
         ))
     return queries

@@ -1,9 +1,10 @@
 """A training feed that replays the logged sessions of Baidu-ULTR files, for main.py.
 
 :class:`BaiduSessionFeed` is a ``train_input_feed`` for MULTR and every
-baseline: each batch is ``batch_size`` logged sessions, each fed in its
-displayed order (slot i = the document with the (i+1)-th smallest logged
-position), with its logged clicks; nothing is simulated.  It reads the log
+baseline: each batch is ``batch_size`` logged sessions, each fed at its
+logged positions (slot i = the document logged at position i + 1; a gap the
+release's writer left in the positions is a padded slot, so the documents
+after it keep their rank), with its logged clicks; nothing is simulated.  It reads the log
 itself (:mod:`ultra_multr.logs.baidu`), one file at a time: memory is bounded
 by one file, not by the log.  The files are visited in a seeded order, each
 file's sessions in a seeded permutation; after the last file a new pass
@@ -24,7 +25,8 @@ input feed and its count in the click budget) is their base,
 :class:`~ultra_multr.logs.session_replay.SessionReplayFeed`.  Evaluation goes
 through ULTRA's ``DirectLabelFeed`` on the converted annotations, so
 ``get_next_batch`` refuses.  A batch's ``rank_list_idxs``
-are its session ids, ``file index * BUCKET_FILE_STRIDE + row in the file``.
+are its session ids, ``file index * BUCKET_FILE_STRIDE + session in the file`` (sessions:
+runs of ``query_no``, numbered in file order).
 """
 from __future__ import annotations
 
@@ -166,7 +168,7 @@ class BaiduSessionFeed(SessionReplayFeed):
 
     def distinct_sessions(self, data_set: Any) -> int:
         """The logged sessions of the buckets ``data_set`` (the stub or a view of it) allows, counted from the
-        files' row numbers: what MULTR holds out of its simulator is this many sessions, not the view's lists."""
+        files' session numbers: what MULTR holds out of its simulator is this many sessions, not the view's lists."""
         n_buckets, allowed = self._allowed_buckets(data_set)
         total = 0
         for index, path in enumerate(self.files):
@@ -175,7 +177,7 @@ class BaiduSessionFeed(SessionReplayFeed):
         return total
 
     def _buckets_of(self, sessions: baidu.Sessions, rows: np.ndarray) -> np.ndarray:
-        """[R] int64 the session ids ``file index * BUCKET_FILE_STRIDE + row`` (bucket = id mod Q)."""
+        """[R] int64 the session ids ``file index * BUCKET_FILE_STRIDE + session`` (bucket = id mod Q)."""
         return self.files.index(sessions.path) * BUCKET_FILE_STRIDE + rows
 
     def get_next_batch(self, index: int, data_set: Any, check_validation: bool = False, data_format: str = "ULTRA"):

@@ -1,16 +1,20 @@
-"""The columns of the Baidu-ULTR release ``philipphager/baidu-ultr_uva-mlm-ctr``, as declared once here.
+"""The columns of the Baidu-ULTR release ``philipphager/baidu-ultr_uva-mlm-ctr``, as its own code writes them.
 
-Files of the release (read directly: its script-based Hugging Face loader
-breaks on ``datasets`` >= 4): ``parts/part-{p}_split-{s}.feather`` (parts
-1-3 train, part 0 test, 10 splits each) hold click sessions,
-``parts/validation.feather`` the annotated queries.  One row per session
-(per annotated query): a query, its ``n`` documents as lists in displayed
-order.  ``query_id`` collides across different queries in the release: key
-queries by ``query_md5``.
+The release was written by philipphager/baidu-ultr (``main.py`` with
+``src/data.py`` and ``src/util.py``): a pandas frame with ONE ROW PER
+DOCUMENT, ``df.to_feather(path)``.  A session (an annotated query) is a run
+of consecutive rows with the same ``query_no``; its size ``n`` is not stored
+(the release's Hugging Face loader counts the rows of the run).  Files:
+``parts/part-{p}_split-{s}.feather`` (click sessions; the loader reads parts
+1-3 as train and part 0 as test, 10 splits each) and
+``parts/validation.feather`` (the annotated queries).
 
-The types follow the release's loader script (``int32``/``float32`` lists,
-the embedding as n x 768 ``float16``); see docs/click_logs.md for which of
-them were checked against published code and which are assumed.
+The on-disk types are those pandas gives the writer's values: Python ints
+collated by torch are int64, floats float64, strings string, token lists
+list<int64>, the embedding one list<float16> of 768 values per row.  The
+reader accepts other integer / float widths (and Arrow's large variants) and
+casts after reading; :data:`CLICK_COLUMNS` and :data:`ANNOTATION_COLUMNS`
+are what the generator writes (the writer's column order).
 """
 from __future__ import annotations
 
@@ -23,61 +27,92 @@ LEXICAL_FEATURES: Tuple[str, ...] = (
     "ql_jelinek_mercer_short", "ql_jelinek_mercer_long", "ql_dirichlet",
     "document_length", "title_length", "abstract_length",
 )
-#: Lexical features stored as integer counts (the rest are float32 scores).
+#: Lexical features that are integer counts (the rest are float scores).
 INTEGER_LEXICAL_FEATURES = ("document_length", "title_length", "abstract_length")
-#: The per-document BERT (cross-encoder) query-document embedding: [n, 768] float16.
+#: The per-document BERT (cross-encoder) query-document embedding: one list of 768 float16 per row.
 EMBEDDING = "query_document_embedding"
 EMBEDDING_SIZE = 768
+#: The column whose runs of equal consecutive values are the sessions (annotated queries) of a file.
+SESSION_KEY = "query_no"
+#: Smallest number of documents per query the writer keeps (its ``min_docs_per_query``).
+MIN_DOCS_PER_QUERY = 5
+MAX_LABEL = 4
 
-#: Type notation of the declared schema: "int32", "string", "list<int32>", "list<list<float16>>", ...
-_COMMON: Dict[str, str] = {
-    "query_id": "int32",
+#: Type notation: "int64", "float64", "string", "list<int64>", "list<float16>".
+_QUERY: Dict[str, str] = {
+    SESSION_KEY: "int64",
+    "query_id": "string",  # not unique across queries: key queries by query_md5
     "query_md5": "string",
-    "n": "int32",
-    "url_md5": "list<string>",
-    EMBEDDING: "list<list<float16>>",
 }
+_TOKENS: Dict[str, str] = {"query": "list<int64>", "title": "list<int64>", "abstract": "list<int64>"}
+#: The lexical model's outputs in the writer's order (query_length is per query, repeated on each row).
 _LEXICAL: Dict[str, str] = {
-    name: "list<int32>" if name in INTEGER_LEXICAL_FEATURES else "list<float32>" for name in LEXICAL_FEATURES
+    **{name: "float64" for name in LEXICAL_FEATURES if name not in INTEGER_LEXICAL_FEATURES},
+    "query_length": "int64",
+    **{name: "int64" for name in INTEGER_LEXICAL_FEATURES},
 }
-#: Click sessions (``part-{p}_split-{s}.feather``).
+#: Click files (``part-{p}_split-{s}.feather``), one row per displayed document.
 CLICK_COLUMNS: Dict[str, str] = {
-    **_COMMON,
-    "click": "list<int32>",
-    "position": "list<int32>",
-    "media_type": "list<int32>",
-    "displayed_time": "list<float32>",
-    "serp_height": "list<int32>",
-    "slipoff_count_after_click": "list<int32>",
+    **_QUERY,
+    "url_md5": "string",
+    "text_md5": "string",
+    **_TOKENS,
+    "position": "int64",
+    "media_type": "int64",
+    "displayed_time": "float64",
+    "serp_height": "int64",
+    "slipoff_count_after_click": "int64",
+    "click": "int64",
     **_LEXICAL,
+    EMBEDDING: "list<float16>",
 }
-#: Annotated queries (``validation.feather``): graded ``label`` (0-4) instead of clicks and positions.
+#: Annotation files (``validation.feather``), one row per annotated document: no url_md5, no SERP columns.
 ANNOTATION_COLUMNS: Dict[str, str] = {
-    **_COMMON,
-    "label": "list<int32>",
-    "frequency_bucket": "int32",
+    **_QUERY,
+    "text_md5": "string",
+    **_TOKENS,
+    "label": "int64",
+    "frequency_bucket": "int64",
     **_LEXICAL,
+    EMBEDDING: "list<float16>",
 }
-#: The declared columns of each kind of file.
-SESSION_KINDS = {"clicks": CLICK_COLUMNS, "annotations": ANNOTATION_COLUMNS}
+#: The columns of each kind of file.
+FILE_KINDS = {"clicks": CLICK_COLUMNS, "annotations": ANNOTATION_COLUMNS}
 
 
 def arrow_type(notation: str):
-    """The pyarrow type of a notation of this module (``"list<list<float16>>"`` -> ``list_(list_(float16()))``)."""
+    """The pyarrow type of a notation of this module (``"list<float16>"`` -> ``list_(float16())``)."""
     import pyarrow as pa
 
     if notation.startswith("list<") and notation.endswith(">"):
         return pa.list_(arrow_type(notation[len("list<"):-1]))
-    return {"int32": pa.int32(), "float32": pa.float32(), "float16": pa.float16(), "string": pa.string()}[notation]
+    return {"int64": pa.int64(), "float64": pa.float64(), "float16": pa.float16(), "string": pa.string()}[notation]
 
 
 def arrow_schema(kind: str):
-    """The declared ``pyarrow.Schema`` of ``kind`` ("clicks" or "annotations"), columns in declaration order."""
+    """The ``pyarrow.Schema`` the generator writes for ``kind`` ("clicks" or "annotations")."""
     import pyarrow as pa
 
-    if kind not in SESSION_KINDS:
-        raise ValueError("unknown Baidu-ULTR file kind %r; expected one of %s" % (kind, sorted(SESSION_KINDS)))
-    return pa.schema([(name, arrow_type(notation)) for name, notation in SESSION_KINDS[kind].items()])
+    if kind not in FILE_KINDS:
+        raise ValueError("unknown Baidu-ULTR file kind %r; expected one of %s" % (kind, sorted(FILE_KINDS)))
+    return pa.schema([(name, arrow_type(notation)) for name, notation in FILE_KINDS[kind].items()])
+
+
+def accepts(notation: str, found) -> bool:
+    """Whether a column of pyarrow type ``found`` can be read as ``notation`` (any integer width for an
+    integer, any float or integer width for a float, string or large_string, and lists (also large or
+    fixed-size) of such values for a list)."""
+    import pyarrow.types as t
+
+    if notation.startswith("list<"):
+        if not (t.is_list(found) or t.is_large_list(found) or t.is_fixed_size_list(found)):
+            return False
+        return accepts(notation[len("list<"):-1], found.value_type)
+    if notation == "int64":
+        return t.is_integer(found)
+    if notation in ("float64", "float16"):
+        return t.is_floating(found) or t.is_integer(found)
+    return t.is_string(found) or t.is_large_string(found)
 
 
 def file_kind(path: str) -> str:
