@@ -288,3 +288,55 @@ def test_a_full_disk_cannot_hide_why_a_study_run_failed(tmp_path, tmpfs_dir):
     assert reported.endswith(cause.replace("seed0", "seed1"))
     assert "FAILED %s: %s" % (run_dir, reported) in done.stderr
     assert not os.path.exists(os.path.join(copied.replace("seed0", "seed1"), "failed.json"))
+
+
+# -- data ULTRA would read wrongly without a word (docs/failures.md) --------------------------------------------
+
+def copy_of_data(source, tmp_path):
+    import shutil
+
+    target = str(tmp_path / "data")
+    shutil.copytree(source, target)
+    return target + "/"  # main.py joins data_dir + split as strings
+
+
+def edit_lines(path, edit):
+    with open(path) as handle:
+        lines = handle.read().splitlines()
+    edit(lines)
+    with open(path, "w") as handle:
+        handle.write("\n".join(lines) + "\n")
+
+
+def test_a_qid_on_two_lines_of_the_test_split_is_refused_before_main_py_writes_its_ranklist(
+        ultra_main, synthetic_data_dir, tmp_path):
+    """Before: exit 0, and test.ranklist held the second list's ranking twice (ULTRA keys it by qid)."""
+    data_dir = copy_of_data(synthetic_data_dir, tmp_path)
+    qid = lambda line: line.split(" ")[0]  # noqa: E731
+    for suffix in (".init_list", ".labels"):  # line 5 takes the qid of line 2
+        edit_lines(os.path.join(data_dir, "test", "test" + suffix),
+                   lambda lines: lines.__setitem__(4, qid(lines[1]) + lines[4][len(qid(lines[4])):]))
+    model_dir = str(tmp_path / "model")
+    run = run_ultra_main(ultra_main, main_args(write_settings(tmp_path), model_dir, data_dir, "--test_only", "True"),
+                         cwd=str(tmp_path), check=False)
+    init_list = os.path.join(data_dir, "test", "test.init_list")
+    assert run.returncode != 0
+    assert re.search(r"DataCheckError: %s:2 and %s:5: query test1 has two lines \(two lists\); ULTRA keys its output "
+                     r"test\.ranklist by qid, so it would write the ranking of line 5 twice and lose the one of line 2"
+                     % (re.escape(init_list), re.escape(init_list)), run.stderr), run.stderr[-3000:]
+    assert not os.path.exists(os.path.join(model_dir, "out", "test.ranklist"))
+
+
+def test_a_tab_separated_feature_line_is_refused_before_training(ultra_main, synthetic_data_dir, tmp_path):
+    """Before: exit 0; ULTRA splits on spaces only, so it read the line as one doc id with every feature 0."""
+    data_dir = copy_of_data(synthetic_data_dir, tmp_path)
+    feature = os.path.join(data_dir, "train", "train.feature")
+    edit_lines(feature, lambda lines: lines.__setitem__(6, lines[6].replace(" ", "\t")))
+    model_dir = str(tmp_path / "model")
+    run = run_ultra_main(ultra_main, main_args(write_settings(tmp_path), model_dir, data_dir,
+                                               "--max_train_iteration", "2"), cwd=str(tmp_path), check=False)
+    assert run.returncode != 0
+    assert re.search(r"DataCheckError: %s:7: a tab \(U\+0009\) at column \d+; ULTRA splits lines on single spaces "
+                     r"only, so it would read 'train\S*\\t1:.*' as one field \(the doc id; a line separated by tabs "
+                     r"throughout is one doc id and nothing else\)" % re.escape(feature), run.stderr), run.stderr[-3000:]
+    assert not os.path.exists(model_dir) or os.listdir(model_dir) == []
