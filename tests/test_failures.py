@@ -340,3 +340,29 @@ def test_a_tab_separated_feature_line_is_refused_before_training(ultra_main, syn
                      r"only, so it would read 'train\S*\\t1:.*' as one field \(the doc id; a line separated by tabs "
                      r"throughout is one doc id and nothing else\)" % re.escape(feature), run.stderr), run.stderr[-3000:]
     assert not os.path.exists(model_dir) or os.listdir(model_dir) == []
+
+
+def test_another_algorithm_is_refused_a_model_dir_holding_a_finished_training(ultra_main, synthetic_data_dir, tmp_path):
+    """Before: DLA trained into MULTR's finished model dir exited 0; its session ledger replaced MULTR's and
+    train_log/ held both runs' events."""
+    multr = write_settings(tmp_path, "multr_dla.json", algorithm_hparams="sample_num=2,simulator_steps=4,"
+                           "simulator_batch_size=16,seed=0,rerank_pilot_steps=1")
+    model_dir, cwd = str(tmp_path / "model"), str(tmp_path)
+    run_ultra_main(ultra_main, main_args(multr, model_dir, synthetic_data_dir, "--max_train_iteration", "2",
+                                         "--steps_per_checkpoint", "2"), cwd=cwd)
+    before = {name: os.path.getmtime(os.path.join(model_dir, name)) for name in os.listdir(model_dir)}
+    events = sorted(os.listdir(os.path.join(model_dir, "train_log")))
+    dla = run_ultra_main(ultra_main, main_args(write_settings(tmp_path), model_dir, synthetic_data_dir,
+                                               "--max_train_iteration", "2"), cwd=cwd, check=False)
+    assert dla.returncode != 0
+    identity = os.path.join(model_dir, "ultra_multr.MULTR.ckpt.identity.json")
+    assert re.search(
+        r"ModelDirError: --model_dir %s already holds the training of ultra_multr.MULTR recorded in %s "
+        r"\(learning_algorithm_hparams='sample_num=2,.*', ranking_model='ultra.ranking_model.DNN', "
+        r"ranking_model_hparams='hidden_layer_sizes=\[16\]'; data_dir=.*\): a finished training of \d+ steps; it holds "
+        r"the ranker of step \d+\. One model dir holds one training: this training of ultra_multr.DLA would exit 0 .*"
+        r"Pass another --model_dir, or delete %s to train there afresh\."
+        % (re.escape(model_dir), re.escape(identity), re.escape(model_dir)), dla.stderr), dla.stderr[-3000:]
+    # MULTR's files untouched, no file of DLA's left behind (its lock went with its process)
+    assert {name: os.path.getmtime(os.path.join(model_dir, name)) for name in os.listdir(model_dir)} == before
+    assert sorted(os.listdir(os.path.join(model_dir, "train_log"))) == events
