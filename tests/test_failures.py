@@ -366,3 +366,18 @@ def test_another_algorithm_is_refused_a_model_dir_holding_a_finished_training(ul
     # MULTR's files untouched, no file of DLA's left behind (its lock went with its process)
     assert {name: os.path.getmtime(os.path.join(model_dir, name)) for name in os.listdir(model_dir)} == before
     assert sorted(os.listdir(os.path.join(model_dir, "train_log"))) == events
+
+
+def test_a_misspelt_ranking_model_hparam_is_refused_before_anything_is_written(ultra_main, synthetic_data_dir, tmp_path):
+    """Before: ULTRA's DNN printed "Unknown hyperparameter type for hidden_layer_size" and main.py trained its
+    default [512, 256, 128] network, exit 0."""
+    settings = write_settings(tmp_path, ranker="hidden_layer_size=[16]")
+    model_dir = str(tmp_path / "model")
+    run = run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--max_train_iteration", "2"),
+                         cwd=str(tmp_path), check=False)
+    assert run.returncode != 0
+    assert ("HParamError: ranking_model_hparams of settings file %s (ultra.ranking_model.DNN): unknown hyper-parameter "
+            "'hidden_layer_size' (did you mean 'hidden_layer_sizes'?); known: activation_func, hidden_layer_sizes, norm"
+            % settings) in run.stderr, run.stderr[-3000:]
+    assert "Unknown hyperparameter type" not in run.stdout  # refused before ULTRA's DNN parsed it
+    assert not os.path.exists(model_dir)
