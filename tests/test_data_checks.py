@@ -305,15 +305,19 @@ def test_a_libsvm_line_with_tabs_is_refused_before_its_label_is_read(libsvm_dir)
         check_data_dir(libsvm_dir)
 
 
-def test_a_qid_on_two_init_list_lines_is_refused_naming_both(data_dir):
-    """ULTRA keys test.ranklist by qid: the ranking of the later line would be written twice, the other lost."""
-    for suffix in (".init_list", ".labels"):
-        edit_line(path_of(data_dir, "test", suffix), 3, lambda s: "test0" + s[s.index(" "):])
+def test_a_qid_on_two_init_list_lines_of_the_ranked_split_is_refused_naming_both(data_dir):
+    """ULTRA keys test.ranklist by qid: the ranking of the later line would be written twice, the other lost.
+    Another split may repeat a qid (a click log: one line per logged session)."""
+    for split in ("train", "test"):
+        for suffix in (".init_list", ".labels"):
+            edit_line(path_of(data_dir, split, suffix), 3, lambda s: split + "0" + s[s.index(" "):])
+    assert check_data_dir(data_dir)["train"].queries == 6
     init_list = path_of(data_dir, "test", ".init_list")
     with pytest.raises(DataCheckError, match=r"%s:1 and %s:3: query test0 has two lines \(two lists\); ULTRA keys its "
                        r"output test\.ranklist by qid, so it would write the ranking of line 3 twice and lose the one "
                        r"of line 1" % (re.escape(init_list), re.escape(init_list))):
-        check_data_dir(data_dir)
+        check_data_dir(data_dir, ranklist_split="test")
+    assert main([data_dir, "--ranklist_split", "test"]) == 1
 
 
 def test_a_split_that_passed_under_older_rules_is_checked_again(data_dir, monkeypatch):

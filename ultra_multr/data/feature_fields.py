@@ -17,9 +17,10 @@ The last three, non-integer indices and non-finite values are refused with
 ``file:line``.  So is whitespace other than a space inside a line (a tab, a
 no-break space, ...; :func:`check_separators`): ULTRA splits every line of
 every file on single spaces only (``line.strip().split(' ')``), so a
-tab-separated line becomes one doc id with every feature 0.  The fast path is vectorised over a block of whole lines; a
-line is parsed in Python only when the block is not surely clean (an unusual
-but valid line costs time, never a false error).
+tab-separated line becomes one doc id with every feature 0.  The fast path
+is vectorised over a block of whole lines; a line is parsed in Python only
+when the block is not surely clean (an unusual but valid line costs time,
+never a false error).
 """
 from __future__ import annotations
 
