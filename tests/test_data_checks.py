@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -205,13 +206,21 @@ def test_libsvm_layout_is_checked_as_ultra_reads_it(libsvm_dir):
     summaries = check_data_dir(libsvm_dir)
     assert {s.layout for s in summaries.values()} == {"libsvm"}
     assert summaries["train"].queries == 6 and summaries["train"].kept_queries == 6
-    # Lines of one query need not be together: ULTRA groups them by qid.
+
+
+def test_a_libsvm_qid_in_two_separate_blocks_is_refused_naming_both(libsvm_dir):
+    """ULTRA's reader merges the lines of a qid wherever they are: two blocks (colliding qids of two files
+    concatenated) would silently become one query."""
     path = path_of(libsvm_dir, "train", ".txt")
     with open(path) as handle:
         lines = handle.read().splitlines()
+    first_block = sum(1 for line in lines if line.split(" ")[1] == lines[0].split(" ")[1])
     with open(path, "w") as handle:
         handle.write("\n".join(lines[1:] + lines[:1]) + "\n")
-    assert check_data_dir(libsvm_dir)["train"].queries == 6
+    with pytest.raises(DataCheckError, match=r"train\.txt:1-%d and \S+train\.txt:%d: query train0 appears in two "
+                       r"separate blocks of lines .*silently merge them into one query"
+                       % (first_block - 1, len(lines))):
+        check_data_dir(libsvm_dir)
 
 
 @pytest.mark.parametrize(
@@ -254,3 +263,72 @@ def test_the_fingerprint_comes_from_the_checks_read_and_notices_a_changed_file(d
     os.utime(path, ns=(0, 0))  # a different modification time even on a coarse clock
     second = checks.data_fingerprint(data_dir, ["train", "valid"])
     assert second != first and path in reads
+
+
+# -- separators ULTRA does not split on; a qid on two lines -----------------------
+
+@pytest.mark.parametrize(
+    "split, suffix, line, edit, message",
+    [
+        ("train", ".feature", 2, lambda s: s.replace(" ", "\t"),
+         r"train\.feature:2: a tab \(U\+0009\) at column \d+; ULTRA splits lines on single spaces only, so it would "
+         r"read '\S+\\t1:[^']*' as one field \(the doc id; a line separated by tabs throughout is one doc id"),
+        ("valid", ".feature", 3, lambda s: s.replace(" ", "\t", 2).replace("\t", " ", 1),
+         r"valid\.feature:3: a tab \(U\+0009\) at column \d+; .*read '1:[^']*\\t2:[^']*' as one field\. Separate"),
+        ("test", ".feature", 1, lambda s: s.replace(" ", "\u00a0", 1), r"test\.feature:1: a no-break space \(U\+00A0\)"),
+        ("train", ".feature", 4, lambda s: s.replace(" ", "\r", 1), r"train\.feature:4: a carriage return .*universal newlines"),
+        ("train", ".init_list", 2, lambda s: s.replace(" ", "\t", 1), r"train\.init_list:2: a tab .*\(the qid;"),
+        ("valid", ".labels", 1, lambda s: s.replace(" ", "\x0b"), r"valid\.labels:1: a vertical tab \(U\+000B\)"),
+    ],
+)
+def test_whitespace_ultra_does_not_split_on_is_refused_with_file_and_line(data_dir, split, suffix, line, edit, message):
+    edit_line(path_of(data_dir, split, suffix), line, edit)
+    with pytest.raises(DataCheckError, match=message):
+        check_data_dir(data_dir)
+
+
+def test_crlf_line_ends_and_whitespace_at_either_end_pass(data_dir):
+    """ULTRA reads text with universal newlines and strips each line: these are read as intended."""
+    path = path_of(data_dir, "train", ".feature")
+    with open(path, "rb") as handle:
+        text = handle.read()
+    with open(path, "wb") as handle:
+        handle.write(text.replace(b"\n", b"\r\n"))
+    edit_line(path_of(data_dir, "valid", ".feature"), 2, lambda s: "\t" + s + "\t")
+    edit_line(path_of(data_dir, "valid", ".init_list"), 1, lambda s: s + "\t")
+    assert check_data_dir(data_dir)["train"].queries == 6
+
+
+def test_a_libsvm_line_with_tabs_is_refused_before_its_label_is_read(libsvm_dir):
+    edit_line(path_of(libsvm_dir, "train", ".txt"), 3, lambda s: s.replace(" ", "\t"))
+    with pytest.raises(DataCheckError, match=r"train\.txt:3: a tab \(U\+0009\) at column 2; .*\(the label;"):
+        check_data_dir(libsvm_dir)
+
+
+def test_a_qid_on_two_init_list_lines_of_the_ranked_split_is_refused_naming_both(data_dir):
+    """ULTRA keys test.ranklist by qid: the ranking of the later line would be written twice, the other lost.
+    Another split may repeat a qid (a click log: one line per logged session)."""
+    for split in ("train", "test"):
+        for suffix in (".init_list", ".labels"):
+            edit_line(path_of(data_dir, split, suffix), 3, lambda s: split + "0" + s[s.index(" "):])
+    assert check_data_dir(data_dir)["train"].queries == 6
+    init_list = path_of(data_dir, "test", ".init_list")
+    with pytest.raises(DataCheckError, match=r"%s:1 and %s:3: query test0 has two lines \(two lists\); ULTRA keys its "
+                       r"output test\.ranklist by qid, so it would write the ranking of line 3 twice and lose the one "
+                       r"of line 1" % (re.escape(init_list), re.escape(init_list))):
+        check_data_dir(data_dir, ranklist_split="test")
+    assert main([data_dir, "--ranklist_split", "test"]) == 1
+
+
+def test_a_split_that_passed_under_older_rules_is_checked_again(data_dir, monkeypatch):
+    """A cached pass of rules that did not look at separators is not reused (check_cache.RULES_VERSION)."""
+    from ultra_multr.data import check_cache, feature_fields
+
+    monkeypatch.setattr(check_cache, "RULES_VERSION", 1)
+    monkeypatch.setattr(feature_fields, "check_separators", lambda *args: None)  # the rules of version 1
+    path = path_of(data_dir, "train", ".feature")
+    edit_line(path, 2, lambda s: s.replace(" ", "\t"))
+    check_data_dir(data_dir)  # the old rules passed it (and cached the pass)
+    monkeypatch.undo()
+    with pytest.raises(DataCheckError, match=r"train\.feature:2: a tab"):
+        check_data_dir(data_dir)

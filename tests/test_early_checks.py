@@ -59,7 +59,7 @@ def test_which_starts_check_early(main_py, tmp_path, monkeypatch, early_checks):
         return None if found is None else found[1:]
 
     assert command("--data_dir", "data") == ["-m", "ultra_multr.data.checks", "data", "--splits", "train", "valid"]
-    assert command("--data_dir", "data", "--test_only", "True")[-2:] == ["--splits", "test"]
+    assert command("--data_dir", "data", "--test_only", "True")[-4:] == ["--splits", "test", "--ranklist_split", "test"]
     assert command("--data_dir", "data", script=str(tmp_path / "main.py")) is None  # no ultra package beside it
     assert command("--data_dir", "nowhere") is None
     assert command("--data_dir", "data", "--click_model_dir", "cm")[-2:] == ["--click_model_dir", "cm"]  # ULTRE
@@ -95,7 +95,7 @@ def test_the_runners_seeded_main_starts_them_too(main_py, tmp_path, monkeypatch,
     monkeypatch.setattr(sys, "path", list(sys.path))
     seeded_main(["--seed", "0", main_py, "--data_dir", "data", "--setting_file", "ours.json", "--test_only", "1"])
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "['data', '--splits', 'test']" and "exit status 0" in lines[1]
+    assert lines[0] == "['data', '--splits', 'test', '--ranklist_split', 'test']" and "exit status 0" in lines[1]
 
 
 def test_a_second_process_that_does_not_finish_is_stopped(monkeypatch):

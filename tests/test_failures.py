@@ -288,3 +288,96 @@ def test_a_full_disk_cannot_hide_why_a_study_run_failed(tmp_path, tmpfs_dir):
     assert reported.endswith(cause.replace("seed0", "seed1"))
     assert "FAILED %s: %s" % (run_dir, reported) in done.stderr
     assert not os.path.exists(os.path.join(copied.replace("seed0", "seed1"), "failed.json"))
+
+
+# -- data ULTRA would read wrongly without a word (docs/failures.md) --------------------------------------------
+
+def copy_of_data(source, tmp_path):
+    import shutil
+
+    target = str(tmp_path / "data")
+    shutil.copytree(source, target)
+    return target + "/"  # main.py joins data_dir + split as strings
+
+
+def edit_lines(path, edit):
+    with open(path) as handle:
+        lines = handle.read().splitlines()
+    edit(lines)
+    with open(path, "w") as handle:
+        handle.write("\n".join(lines) + "\n")
+
+
+def test_a_qid_on_two_lines_of_the_test_split_is_refused_before_main_py_writes_its_ranklist(
+        ultra_main, synthetic_data_dir, tmp_path):
+    """Before: exit 0, and test.ranklist held the second list's ranking twice (ULTRA keys it by qid)."""
+    data_dir = copy_of_data(synthetic_data_dir, tmp_path)
+    qid = lambda line: line.split(" ")[0]  # noqa: E731
+    for suffix in (".init_list", ".labels"):  # line 5 takes the qid of line 2
+        edit_lines(os.path.join(data_dir, "test", "test" + suffix),
+                   lambda lines: lines.__setitem__(4, qid(lines[1]) + lines[4][len(qid(lines[4])):]))
+    model_dir = str(tmp_path / "model")
+    run = run_ultra_main(ultra_main, main_args(write_settings(tmp_path), model_dir, data_dir, "--test_only", "True"),
+                         cwd=str(tmp_path), check=False)
+    init_list = os.path.join(data_dir, "test", "test.init_list")
+    assert run.returncode != 0
+    assert re.search(r"DataCheckError: %s:2 and %s:5: query test1 has two lines \(two lists\); ULTRA keys its output "
+                     r"test\.ranklist by qid, so it would write the ranking of line 5 twice and lose the one of line 2"
+                     % (re.escape(init_list), re.escape(init_list)), run.stderr), run.stderr[-3000:]
+    assert not os.path.exists(os.path.join(model_dir, "out", "test.ranklist"))
+
+
+def test_a_tab_separated_feature_line_is_refused_before_training(ultra_main, synthetic_data_dir, tmp_path):
+    """Before: exit 0; ULTRA splits on spaces only, so it read the line as one doc id with every feature 0."""
+    data_dir = copy_of_data(synthetic_data_dir, tmp_path)
+    feature = os.path.join(data_dir, "train", "train.feature")
+    edit_lines(feature, lambda lines: lines.__setitem__(6, lines[6].replace(" ", "\t")))
+    model_dir = str(tmp_path / "model")
+    run = run_ultra_main(ultra_main, main_args(write_settings(tmp_path), model_dir, data_dir,
+                                               "--max_train_iteration", "2"), cwd=str(tmp_path), check=False)
+    assert run.returncode != 0
+    assert re.search(r"DataCheckError: %s:7: a tab \(U\+0009\) at column \d+; ULTRA splits lines on single spaces "
+                     r"only, so it would read 'train\S*\\t1:.*' as one field \(the doc id; a line separated by tabs "
+                     r"throughout is one doc id and nothing else\)" % re.escape(feature), run.stderr), run.stderr[-3000:]
+    assert not os.path.exists(model_dir) or os.listdir(model_dir) == []
+
+
+def test_another_algorithm_is_refused_a_model_dir_holding_a_finished_training(ultra_main, synthetic_data_dir, tmp_path):
+    """Before: DLA trained into MULTR's finished model dir exited 0; its session ledger replaced MULTR's and
+    train_log/ held both runs' events."""
+    multr = write_settings(tmp_path, "multr_dla.json", algorithm_hparams="sample_num=2,simulator_steps=4,"
+                           "simulator_batch_size=16,seed=0,rerank_pilot_steps=1")
+    model_dir, cwd = str(tmp_path / "model"), str(tmp_path)
+    run_ultra_main(ultra_main, main_args(multr, model_dir, synthetic_data_dir, "--max_train_iteration", "2",
+                                         "--steps_per_checkpoint", "2"), cwd=cwd)
+    before = {name: os.path.getmtime(os.path.join(model_dir, name)) for name in os.listdir(model_dir)}
+    events = sorted(os.listdir(os.path.join(model_dir, "train_log")))
+    dla = run_ultra_main(ultra_main, main_args(write_settings(tmp_path), model_dir, synthetic_data_dir,
+                                               "--max_train_iteration", "2"), cwd=cwd, check=False)
+    assert dla.returncode != 0
+    identity = os.path.join(model_dir, "ultra_multr.MULTR.ckpt.identity.json")
+    assert re.search(
+        r"ModelDirError: --model_dir %s already holds the training of ultra_multr.MULTR recorded in %s "
+        r"\(learning_algorithm_hparams='sample_num=2,.*', ranking_model='ultra.ranking_model.DNN', "
+        r"ranking_model_hparams='hidden_layer_sizes=\[16\]'; data_dir=.*\): a finished training of \d+ steps; it holds "
+        r"the ranker of step \d+\. One model dir holds one training: this training of ultra_multr.DLA would exit 0 .*"
+        r"Pass another --model_dir, or delete %s to train there afresh\."
+        % (re.escape(model_dir), re.escape(identity), re.escape(model_dir)), dla.stderr), dla.stderr[-3000:]
+    # MULTR's files untouched, no file of DLA's left behind (its lock went with its process)
+    assert {name: os.path.getmtime(os.path.join(model_dir, name)) for name in os.listdir(model_dir)} == before
+    assert sorted(os.listdir(os.path.join(model_dir, "train_log"))) == events
+
+
+def test_a_misspelt_ranking_model_hparam_is_refused_before_anything_is_written(ultra_main, synthetic_data_dir, tmp_path):
+    """Before: ULTRA's DNN printed "Unknown hyperparameter type for hidden_layer_size" and main.py trained its
+    default [512, 256, 128] network, exit 0."""
+    settings = write_settings(tmp_path, ranker="hidden_layer_size=[16]")
+    model_dir = str(tmp_path / "model")
+    run = run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--max_train_iteration", "2"),
+                         cwd=str(tmp_path), check=False)
+    assert run.returncode != 0
+    assert ("HParamError: ranking_model_hparams of settings file %s (ultra.ranking_model.DNN): unknown hyper-parameter "
+            "'hidden_layer_size' (did you mean 'hidden_layer_sizes'?); known: activation_func, hidden_layer_sizes, norm"
+            % settings) in run.stderr, run.stderr[-3000:]
+    assert "Unknown hyperparameter type" not in run.stdout  # refused before ULTRA's DNN parsed it
+    assert not os.path.exists(model_dir)

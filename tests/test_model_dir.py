@@ -102,6 +102,43 @@ def test_test_only_needs_the_checkpoint_of_the_same_ranking_model(trained_dir, t
         check_model_dir(args_for(empty, data_dir, test_only=True), dict(SETTINGS), 5)
 
 
+def test_another_algorithm_is_refused_naming_the_training_the_dir_holds(trained_dir):
+    model_dir, data_dir = trained_dir
+    dla = dict(SETTINGS, learning_algorithm="ultra_multr.DLA")
+    identity = checkpoint_path(str(model_dir), SETTINGS["learning_algorithm"]) + ".identity.json"
+    with pytest.raises(ModelDirError, match=r"--model_dir %s already holds the training of ultra_multr.Naive recorded in "
+                       r"%s \(learning_algorithm_hparams='seed=0', ranking_model='ultra.ranking_model.DNN', "
+                       r"ranking_model_hparams='hidden_layer_sizes=\[8\]'; data_dir=.*\): an UNFINISHED training .*"
+                       r"this training of ultra_multr.DLA would exit 0 .*Pass another --model_dir, or delete %s"
+                       % (re.escape(str(model_dir)), re.escape(identity), re.escape(str(model_dir)))):
+        check_model_dir(args_for(model_dir, data_dir), dla, 5)
+    assert not os.path.exists(checkpoint_path(str(model_dir), "ultra_multr.DLA") + ".identity.json")
+    with pytest.raises(ModelDirError, match=r"holds no ranker checkpoint ultra_multr.DLA.ckpt, so .* randomly initialised "
+                       r"ranker; it holds the training of ultra_multr.Naive recorded in .*--test_only needs the settings"):
+        check_model_dir(args_for(model_dir, data_dir, test_only=True), dla, 5)
+
+
+def test_a_checkpoint_no_identity_accounts_for_is_refused_as_of_unknown_origin(tmp_path):
+    data_dir = write_synthetic_ultra_dataset(str(tmp_path / "data"), {"train": 4, "valid": 2}, n_features=5)
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "ultra.learning_algorithm.DLA.ckpt").write_bytes(b"ULTRA's own DLA")
+    with pytest.raises(ModelDirError, match=r"already holds a ranker checkpoint %s of unknown origin \(no "
+                       r"ultra.learning_algorithm.DLA.ckpt.identity.json beside it; e.g. a training of one of ULTRA's"
+                       % re.escape(str(model_dir / "ultra.learning_algorithm.DLA.ckpt"))):
+        check_model_dir(args_for(model_dir, data_dir), dict(SETTINGS), 5)
+
+
+def test_files_of_the_recorded_training_are_not_taken_for_another(trained_dir):
+    """MULTR saves its simulator beside the ranker (<algorithm>.simulator.ckpt): part of the same training."""
+    model_dir, data_dir = trained_dir
+    (model_dir / "ultra_multr.Naive.simulator.ckpt").write_bytes(b"simulator")
+    with pytest.raises(ModelDirError, match="same data and settings"):  # the restart refusal, not another training
+        check_model_dir(args_for(model_dir, data_dir), dict(SETTINGS), 5)
+    os.remove(checkpoint_path(str(model_dir), SETTINGS["learning_algorithm"]))
+    check_model_dir(args_for(model_dir, data_dir), dict(SETTINGS), 5)  # a training killed before its first save
+
+
 def saved_locations(path):
     """The device tags torch.save recorded for every storage of a checkpoint."""
     tags = []

@@ -56,6 +56,7 @@ import torch
 from ultra.input_layer import BaseInputFeed
 from ultra.utils.data_utils import Raw_data
 
+from .compat.settings_check import check_main_py_settings
 from .config import parse_hparams, require
 from .data import checks, ultre
 from .session_budget import LEDGER
@@ -381,6 +382,7 @@ class ClickSimulationFeed(BaseInputFeed):
     preprocess_data = staticmethod(ultre.preprocess_data)
 
     def __init__(self, model: Any, batch_size: int, hparam_str: str) -> None:
+        check_main_py_settings(model)  # all of main.py's hyper-parameter strings, before the first batch
         self.hparams = parse_hparams(self.HPARAMS, hparam_str, source="%s hparams" % type(self).__name__)
         # Two independent streams: batches, and (ClickLogFeed) the click log,
         # so the log depends on the seed only, not on how many batches came first.

@@ -25,6 +25,7 @@ from ultra.learning_algorithm.base_algorithm import BaseAlgorithm
 from .. import tensorboard
 from ..compat import runtime
 from ..compat.model_dir import check_model_dir
+from ..compat.settings_check import check_settings_hparams
 from ..compat.startup import PROCESS_STARTED
 from ..config import parse_hparams, require
 from ..data import checks
@@ -173,8 +174,10 @@ class PluginAlgorithm(BaseAlgorithm):
     def __init__(self, data_set, exp_settings: dict) -> None:  # noqa: D401 - ULTRA's signature
         ensure_console_logging()
         runtime.check_main_flags()
-        runtime.mend_output_dir()
         args = runtime.main_args()
+        # Every hyper-parameter string, ULTRA's classes' too, before the data checks and the model dir.
+        check_settings_hparams(exp_settings, "settings file %s" % args.setting_file if args is not None else "the settings")
+        runtime.mend_output_dir()
         if args is not None:  # the files main.py reads: ULTRA's reader has hidden some problems by now
             started = time.perf_counter()
             checks.check_main_py_data(args)

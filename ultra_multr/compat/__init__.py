@@ -47,6 +47,9 @@ or empty checkpoint names no file
 (``output_dir + "test.ranklist"``)
 ``main.py``'s ``torch.save`` on a full disk says      :mod:`.startup`'s exception hook
 "unexpected pos" / "basic_ios::clear", no file
+``HParams.parse`` only prints an unknown name: a      :mod:`.settings_check` (from our algorithms
+misspelt ``ranking_model_hparams`` name trains the    and feeds), names the closest known name
+default network
 ====================================================  =========================================
 
 :mod:`.startup` uses the standard library only; :mod:`.runtime` needs torch

@@ -22,6 +22,16 @@ whether the checkpoint came from other data or settings, and ``--test_only``
 can refuse a checkpoint of another ranking model.  Outside main.py (tests,
 notebooks) nothing is checked.
 
+A model dir holds one training: main.py names the ranker checkpoint after
+the algorithm, so a second algorithm trained into a dir that holds a
+(finished) training of another would exit 0, its ``train_log/`` events mixed
+with the first's and its session ledger (``session_budget.json``) written
+over the first's.  Training refuses a model dir holding the identity file of
+another algorithm's training, or a ranker checkpoint that no identity file
+accounts for (e.g. of one of ULTRA's own algorithms), naming that training's
+algorithm and settings (:func:`other_trainings`); ``--test_only`` without
+its checkpoint names them too.
+
 Two more silent failures of main.py are answered here:
 
 * two trainings into one model dir would both run and exit 0, leaving one
@@ -110,6 +120,54 @@ def _read_identity(path: str) -> Tuple[Optional[Dict], str]:
     return identity, ""
 
 
+def _describe_training(identity_file: str) -> str:
+    """One phrase for the training an identity file records: its algorithm, settings, data and state."""
+    checkpoint = identity_file[: -len(IDENTITY_SUFFIX)]
+    identity, no_identity = _read_identity(identity_file)
+    if identity is None:
+        return "a training recorded in %s, whose settings cannot be read (%s)" % (identity_file, no_identity.replace(
+            "its identity file %s is " % identity_file, ""))
+    settings = identity.get("settings") or {}
+    shown = ", ".join(
+        "%s=%r" % (key, settings.get(key)) for key in ("learning_algorithm_hparams", "ranking_model", "ranking_model_hparams")
+    )
+    state = training_state(checkpoint)[1] if os.path.isfile(checkpoint) else "a training that saved no checkpoint"
+    return "the training of %s recorded in %s (%s; data_dir=%r): %s" % (
+        settings.get("learning_algorithm"), identity_file, shown, identity.get("data_dir"), state)
+
+
+def other_trainings(model_dir: str, learning_algorithm: str) -> List[str]:
+    """Phrases naming the trainings in ``model_dir`` other than one of ``learning_algorithm``.
+
+    One per identity file ``<A>.ckpt.identity.json`` of another algorithm A
+    (its settings, data and whether it finished), and one per ranker
+    checkpoint ``*.ckpt`` that no identity file accounts for (neither
+    ``<A>.ckpt`` nor a file ``<A>.*.ckpt`` of a recorded algorithm A, such
+    as MULTR's simulator): a training of unknown origin, e.g. one of ULTRA's
+    own algorithms.
+    """
+    try:
+        names = sorted(os.listdir(model_dir))
+    except OSError:  # no dir yet
+        return []
+    ours = os.path.basename(checkpoint_path(model_dir, learning_algorithm))
+    recorded = [name[: -len(IDENTITY_SUFFIX)] for name in names if name.endswith(".ckpt" + IDENTITY_SUFFIX)]
+    found = [
+        _describe_training(os.path.join(model_dir, name + IDENTITY_SUFFIX))
+        for name in recorded
+        if name != ours
+    ]
+    owners = [name[: -len(".ckpt")] for name in recorded]
+    for name in names:
+        if not name.endswith(".ckpt") or any(name == owner + ".ckpt" or name.startswith(owner + ".") for owner in owners):
+            continue
+        if name == ours or name.startswith(ours[: -len(".ckpt")] + "."):
+            continue  # the current algorithm's (judged by check_model_dir)
+        found.append("a ranker checkpoint %s of unknown origin (no %s beside it; e.g. a training of one of ULTRA's "
+                     "own algorithms)" % (os.path.join(model_dir, name), name + IDENTITY_SUFFIX))
+    return found
+
+
 def check_checkpoint_loads(checkpoint: str) -> None:
     """Load the ranker checkpoint as main.py will; refuse it by name if that fails.
 
@@ -158,7 +216,7 @@ def check_model_dir(
     Raises:
         ModelDirError: ``--test_only`` without a loadable ranker checkpoint
             or with one of another ranking model; training on a dir holding a
-            checkpoint.
+            checkpoint, or a training of another algorithm (:func:`other_trainings`).
         DirLockError: another training holds the model dir.
     """
     model_dir = args.model_dir
@@ -169,10 +227,13 @@ def check_model_dir(
     saved, no_identity = _read_identity(identity_file)
     if args.test_only:
         if not os.path.isfile(checkpoint):
+            others = other_trainings(model_dir, exp_settings["learning_algorithm"])
             raise ModelDirError(
                 "--test_only: --model_dir %s holds no ranker checkpoint %s, so main.py would evaluate a randomly "
-                "initialised ranker. Train into this dir first, or pass the --model_dir of a finished training."
-                % (model_dir, os.path.basename(checkpoint))
+                "initialised ranker%s. Train into this dir first, or pass the --model_dir of a finished training."
+                % (model_dir, os.path.basename(checkpoint),
+                   "; it holds %s: --test_only needs the settings file of that training" % "; and ".join(others)
+                   if others else "")
             )
         check_checkpoint_loads(checkpoint)
         report_progress(checkpoint)
@@ -192,6 +253,14 @@ def check_model_dir(
                 )
             )
         return None
+    others = other_trainings(model_dir, exp_settings["learning_algorithm"])
+    if others:
+        raise ModelDirError(
+            "--model_dir %s already holds %s. One model dir holds one training: this training of %s would exit 0 "
+            "with its train_log/ events mixed with that training's and its session ledger (session_budget.json) "
+            "written over that one's. Pass another --model_dir, or delete %s to train there afresh."
+            % (model_dir, "; and ".join(others), exp_settings["learning_algorithm"], model_dir)
+        )
     current = json.loads(json.dumps(run_identity(args, exp_settings, feature_size)))  # as it reads back
     if os.path.isfile(checkpoint):
         if saved is None:

@@ -282,7 +282,8 @@ def early_checks_command(argv: Sequence[str]) -> Optional[List[str]]:
     None when no early checks are due: switched off (``ULTRA_MULTR_EARLY_CHECKS=0``),
     the script is not ULTRA's main.py, no ``--data_dir`` or not a directory,
     ``--help``, or an algorithm that is not ours (nothing would wait for them).  main.py's
-    ``--click_model_dir`` (the ULTRE layout) is passed on.
+    ``--click_model_dir`` (the ULTRE layout) is passed on, and under ``--test_only`` the split it ranks
+    (``--ranklist_split``), as our algorithm's checks will check them (the same cache entries).
     """
     if os.environ.get(EARLY_CHECKS_ENV) == "0" or not argv or not is_ultra_main_py(argv[0]):
         return None
@@ -292,7 +293,8 @@ def early_checks_command(argv: Sequence[str]) -> Optional[List[str]]:
     if not _runs_our_algorithm(args.setting_file):
         return None
     command = [sys.executable, "-m", "ultra_multr.data.checks", args.data_dir, "--splits"] + splits_main_py_reads(args)
-    return command + ([] if args.click_model_dir is None else ["--click_model_dir", args.click_model_dir])
+    command += [] if args.click_model_dir is None else ["--click_model_dir", args.click_model_dir]
+    return command + (["--ranklist_split", args.test_data_prefix] if args.test_only else [])
 
 
 def start_early_checks(argv: Sequence[str]) -> None:

@@ -26,7 +26,7 @@ from .ultra_format import atomic_write_text
 
 LOGGER = logging.getLogger("ultra_multr")
 #: Bump when the checks change what they accept or count: results of other rules are not reused.
-RULES_VERSION = 1
+RULES_VERSION = 2  # 2: separators other than a space, a qid on two .init_list lines or in two libsvm blocks
 BLOCK_BYTES = 1 << 22
 
 

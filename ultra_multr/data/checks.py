@@ -20,8 +20,9 @@ Layouts, chosen per split ``S`` as ULTRA chooses them (by the files present):
 - ULTRA's own: ``S/S.feature`` (``docid index:value ...``), ``S/S.init_list``
   (``qid i0 i1 ...``, indices of ``.feature`` lines) and ``S/S.labels`` (the
   same queries in the same order, one label per listed document);
-- libsvm: ``S/S.txt`` (``label qid:Q index:value ...``; lines of one query
-  may be anywhere; integer labels; no ``#`` comments, which ULTRA cannot read);
+- libsvm: ``S/S.txt`` (``label qid:Q index:value ...``; the lines of one
+  query together, in one block; integer labels; no ``#`` comments, which
+  ULTRA cannot read);
 - ULTRA's ULTRE layout, which ULTRA reads whenever main.py has a
   ``--click_model_dir``: checked by :mod:`.ultre_checks`, hashed and cached
   as the others.
@@ -29,13 +30,24 @@ Layouts, chosen per split ``S`` as ULTRA chooses them (by the files present):
 All need ``settings.json`` with a positive integer ``feature_size`` and a
 ``max_label``; every file must end in a newline; labels lie in
 0..max_label; at least one query is one ULTRA keeps (two or more documents,
-a label > 0).  Feature indices follow ULTRA's semantics
-(:mod:`.feature_fields`): index 0 is accepted with one warning per file (ULTRA
-puts it in the last slot); indices ULTRA would drop, misplace or overwrite
-are refused.
+a label > 0); fields are separated by single spaces (ULTRA splits on ``' '``
+only: a tab glues two fields into one, a tab-separated line is one doc id
+with every feature 0).  In the libsvm layout a qid's lines form one block
+of consecutive lines (ULTRA's reader merges the lines of a qid wherever they
+are, so two blocks, e.g. two files concatenated whose qids collide, silently
+become one query).  In ULTRA's own layout the split main.py ``--test_only``
+ranks (``ranklist_split``) gives each qid one ``.init_list`` line: ULTRA
+keys the ``test.ranklist`` it writes by qid, so a qid on two lines would be
+written twice with the second line's ranking and the first's lost.  Other
+splits may repeat a qid: a click log has one line per logged session (the
+Baidu train stub), and main.py trains and validates on each line as a list.  Feature
+indices follow ULTRA's semantics (:mod:`.feature_fields`): index 0 is
+accepted with one warning per file (ULTRA puts it in the last slot); indices
+ULTRA would drop, misplace or overwrite are refused.
 
-Command line: ``python -m ultra_multr.data.checks DATA_DIR [--splits train valid test] [--click_model_dir DIR]``
-(``--click_model_dir`` as main.py's: the ULTRE layout).
+Command line: ``python -m ultra_multr.data.checks DATA_DIR [--splits train valid test] [--click_model_dir DIR]
+[--ranklist_split test]`` (``--click_model_dir`` as main.py's: the ULTRE layout; ``--ranklist_split``: the split
+main.py ``--test_only`` writes a ranklist of, whose qids must be unique).
 """
 from __future__ import annotations
 
@@ -53,7 +65,8 @@ import numpy as np
 
 from ..compat.startup import splits_main_py_reads, wait_for_early_checks
 from . import check_cache
-from .feature_fields import DataCheckError, ZeroIndexLines, check_feature_block, line_blocks
+from .feature_fields import (DataCheckError, ZeroIndexLines, check_feature_block, check_separators, line_blocks,
+                             separator_checked)
 
 LOGGER = logging.getLogger("ultra_multr")
 
@@ -122,12 +135,16 @@ def read_settings(data_dir: str) -> DataSettings:
 
 
 def check_data_dir(
-    data_dir: str, splits: Sequence[str] = SPLITS, click_model_dir: Optional[str] = None
+    data_dir: str, splits: Sequence[str] = SPLITS, click_model_dir: Optional[str] = None,
+    ranklist_split: Optional[str] = None,
 ) -> Dict[str, SplitSummary]:
     """Check ``settings.json`` and each split; returns split -> summary.
 
     ``click_model_dir``: main.py's ``--click_model_dir``, under which ULTRA
-    reads the ULTRE layout (None: ULTRA's own or libsvm).
+    reads the ULTRE layout (None: ULTRA's own or libsvm).  ``ranklist_split``:
+    the split main.py ``--test_only`` writes a ranklist of (its
+    ``--test_data_prefix``), whose qids must each have one ``.init_list``
+    line (:func:`check_unique_qids`); None: no such split.
 
     Raises:
         DataCheckError: at the first problem, naming the file and line or the split.
@@ -135,7 +152,8 @@ def check_data_dir(
     settings_path = os.path.join(os.path.abspath(data_dir), "settings.json")
     _STAT_AT_CHECK[settings_path] = _stat(settings_path)
     settings = read_settings(data_dir)
-    summaries = {split: check_split(data_dir, split, settings, click_model_dir) for split in splits}
+    summaries = {split: check_split(data_dir, split, settings, click_model_dir, split == ranklist_split)
+                 for split in splits}
     _CHECKED[(os.path.abspath(data_dir), click_model_dir)] = (settings, dict(summaries))
     return summaries
 
@@ -181,16 +199,18 @@ def split_files(data_dir: str, split: str, click_model_dir: Optional[str] = None
 
 
 def check_split(
-    data_dir: str, split: str, settings: DataSettings, click_model_dir: Optional[str] = None
+    data_dir: str, split: str, settings: DataSettings, click_model_dir: Optional[str] = None,
+    unique_qids: bool = False,
 ) -> SplitSummary:
     """Check the files of one split in the layout ULTRA would read (see the module docstring;
-    ``click_model_dir`` as in :func:`check_data_dir`)."""
+    ``click_model_dir`` as in :func:`check_data_dir`; ``unique_qids``: the split is the ranklist split,
+    ULTRA's layout: each qid on one ``.init_list`` line)."""
     layout, paths = split_files(data_dir, split, click_model_dir)
     base = os.path.join(data_dir, split, split)
     for path in paths:  # taken before reading: a file changed while read shows as changed later
         _STAT_AT_CHECK[os.path.abspath(path)] = _stat(path)
     key = check_cache.stat_key(paths, {"layout": layout, "feature_size": settings.feature_size,
-                                       "max_label": settings.max_label})
+                                       "max_label": settings.max_label, "unique_qids": unique_qids})
     found = check_cache.lookup(key, paths)
     if found is not None:  # passed before, byte for byte: the lookup's hashing was the one read
         result, hashes = found
@@ -208,7 +228,7 @@ def check_split(
             documents, n_queries, kept = check_ultre_files(split, base, paths[-1], settings, digests, warnings)
         else:
             if layout == "ultra":
-                documents, qids, labels = _check_ultra_split(base, settings, digests, warnings)
+                documents, qids, labels = _check_ultra_split(base, settings, digests, warnings, unique_qids)
             else:
                 documents, qids, labels = _check_libsvm_split(base + ".txt", settings, digests[".txt"], warnings)
             kept = sum(1 for values in labels if len(values) >= 2 and values.sum() > 0)
@@ -228,11 +248,13 @@ def check_split(
 
 
 def _check_ultra_split(
-    base: str, settings: DataSettings, digests, warnings: List[str]
+    base: str, settings: DataSettings, digests, warnings: List[str], unique_qids: bool
 ) -> Tuple[int, List[str], List[np.ndarray]]:
     documents = check_feature_file(base + ".feature", settings.feature_size, digests[".feature"], warnings)
     qids, lists = _read_lists(base + ".init_list", int, "document index", digests[".init_list"])
     label_qids, labels = _read_lists(base + ".labels", float, "label", digests[".labels"])
+    if unique_qids:
+        check_unique_qids(base + ".init_list", qids)
     for number, (qid, indices) in enumerate(zip(qids, lists), start=1):
         outside = (indices < 0) | (indices >= documents)
         if outside.any():
@@ -253,6 +275,63 @@ def _check_ultra_split(
             )
         _check_label_range("%s.labels:%d: query %s" % (base, number, qid), values, settings)
     return documents, qids, labels
+
+
+def check_unique_qids(path: str, qids: Sequence[str]) -> None:
+    """Refuse a qid on two lines of the ``.init_list`` of the split main.py ``--test_only`` ranks
+    (``qids[i]``: the qid of line i + 1).
+
+    ULTRA keys its ranklist by qid (``generate_ranklist_by_scores``), then
+    writes one block per line of ``.init_list``: both get the ranking of the
+    qid's last line, and the other's is lost.
+
+    Raises:
+        DataCheckError: naming ``path:line`` of both lines.
+    """
+    first_line: Dict[str, int] = {}
+    for number, qid in enumerate(qids, start=1):
+        seen = first_line.setdefault(qid, number)
+        if seen != number:
+            raise DataCheckError(
+                "%s:%d and %s:%d: query %s has two lines (two lists); ULTRA keys its output test.ranklist by qid, so "
+                "it would write the ranking of line %d twice and lose the one of line %d. Give each list its own qid"
+                % (path, seen, path, number, qid, number, seen)
+            )
+
+
+class QidBlocks:
+    """The blocks of consecutive lines of each qid of a libsvm file, fed line by line; refuses a qid's second block.
+
+    ULTRA's libsvm reader merges every line of a qid into one query wherever
+    it is, so a qid in two separate blocks (two files concatenated whose qids
+    collide, a query split by a sort) silently becomes one query.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.ended: Dict[str, Tuple[int, int]] = {}  # qid -> (first, last line) of its finished block
+        self.qid: Optional[str] = None
+        self.start = 0
+
+    def add(self, number: int, qid: str) -> None:
+        """Line ``number`` holds ``qid``.
+
+        Raises:
+            DataCheckError: ``qid`` already had a block; names ``path:first-last`` of it and ``path:number``.
+        """
+        if qid == self.qid:
+            return
+        if self.qid is not None:
+            self.ended[self.qid] = (self.start, number - 1)
+        if qid in self.ended:
+            first, last = self.ended[qid]
+            lines = str(first) if first == last else "%d-%d" % (first, last)
+            raise DataCheckError(
+                "%s:%s and %s:%d: query %s appears in two separate blocks of lines (lines %s, then from line %d on); "
+                "ULTRA's libsvm reader would silently merge them into one query. Keep each query's lines together, "
+                "and give different queries different qids" % (self.path, lines, self.path, number, qid, lines, number)
+            )
+        self.qid, self.start = qid, number
 
 
 def _check_label_range(where: str, values: np.ndarray, settings: DataSettings) -> None:
@@ -288,11 +367,14 @@ def _warn_zero_index(zeros: ZeroIndexLines, path: str, feature_size: int, warnin
 def _check_libsvm_split(
     path: str, settings: DataSettings, digest, warnings: List[str]
 ) -> Tuple[int, List[str], List[np.ndarray]]:
-    """Check a libsvm ``S.txt``: ``label qid:Q index:value ...`` lines, grouped by qid as ULTRA groups them."""
+    """Check a libsvm ``S.txt``: ``label qid:Q index:value ...`` lines, a qid's lines in one block (:class:`QidBlocks`),
+    grouped by qid as ULTRA groups them."""
     labels_of: Dict[str, List[int]] = {}
     documents = 0
     zeros = ZeroIndexLines()
+    blocks = QidBlocks(path)
     for first, block in line_blocks(path, digest):
+        check_separators(path, first, block, "label")
         for number, line in enumerate(block.split(b"\n")[:-1], start=first):
             head = line.strip().split(b" ", 2)
             problem = _libsvm_head_problem(line, head)
@@ -300,10 +382,11 @@ def _check_libsvm_split(
                 raise DataCheckError("%s:%d: %s" % (path, number, problem))
             label = int(head[0])
             qid = head[1][4:].decode(errors="replace")
+            blocks.add(number, qid)
             _check_label_range("%s:%d: query %s" % (path, number, qid), np.array([label], dtype=np.float64), settings)
             labels_of.setdefault(qid, []).append(label)
         # One head segment per line ("label_qid_Q"): the feature fields are checked like ULTRA's .feature lines.
-        check_feature_block(path, first, block.replace(b" qid:", b"_qid_"), settings.feature_size, zeros)
+        check_feature_block(path, first, block.replace(b" qid:", b"_qid_"), settings.feature_size, zeros, "label")
         documents += block.count(b"\n")
     _warn_zero_index(zeros, path, settings.feature_size, warnings)
     return documents, list(labels_of), [np.array(values, dtype=np.float64) for values in labels_of.values()]
@@ -381,7 +464,7 @@ def _read_lists(path: str, parse, what: str, digest) -> Tuple[List[str], List[np
     """``qid v0 v1 ...`` lines -> (qids, value arrays), checking numbers are finite."""
     qids: List[str] = []
     values: List[np.ndarray] = []
-    for first, block in line_blocks(path, digest):
+    for first, block in separator_checked(path, line_blocks(path, digest), "qid"):
         for number, line in enumerate(block.split(b"\n")[:-1], start=first):
             fields = line.strip().split(b" ")
             if not fields[0]:
@@ -424,7 +507,8 @@ def check_ends_in_newline(path: str) -> None:
 
 
 def check_main_py_data(args: argparse.Namespace) -> None:
-    """Check the splits ULTRA's main.py reads with these arguments, in the layout it reads them.
+    """Check the splits ULTRA's main.py reads with these arguments, in the layout it reads them
+    (under ``--test_only`` the test split is the one it writes a ranklist of).
 
     With ``--click_model_dir`` main.py's reader takes ULTRA's ULTRE layout
     (:mod:`.ultre_checks`); otherwise ULTRA's own or the libsvm layout, after
@@ -438,7 +522,8 @@ def check_main_py_data(args: argparse.Namespace) -> None:
     waited = wait_for_early_checks()  # the start-up hook's second process (ULTRA's layout only), if it started one
     if waited:
         LOGGER.info(waited)
-    check_data_dir(args.data_dir, splits_main_py_reads(args), args.click_model_dir)
+    check_data_dir(args.data_dir, splits_main_py_reads(args), args.click_model_dir,
+                   args.test_data_prefix if args.test_only else None)
 
 
 def main(argv: Sequence[str] = None) -> int:
@@ -446,12 +531,14 @@ def main(argv: Sequence[str] = None) -> int:
     parser.add_argument("data_dir")
     parser.add_argument("--splits", nargs="+", default=list(SPLITS))
     parser.add_argument("--click_model_dir", default=None, help="main.py's --click_model_dir: the ULTRE layout")
+    parser.add_argument("--ranklist_split", default=None,
+                        help="the split main.py --test_only ranks (its --test_data_prefix): each qid on one line")
     args = parser.parse_args(argv)
     if not LOGGER.handlers and not logging.getLogger().handlers:
         logging.basicConfig(format="warning: %(message)s", level=logging.WARNING)
     start = time.time()
     try:
-        summaries = check_data_dir(args.data_dir, args.splits, args.click_model_dir)
+        summaries = check_data_dir(args.data_dir, args.splits, args.click_model_dir, args.ranklist_split)
     except DataCheckError as error:
         print("error: %s" % error, file=sys.stderr)
         return 1

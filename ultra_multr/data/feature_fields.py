@@ -14,16 +14,21 @@ whenever ``k - 1 < feature_size``.  With Python's negative indexing that means:
   ``feature_size``): the first value is overwritten.
 
 The last three, non-integer indices and non-finite values are refused with
-``file:line``.  The fast path is vectorised over a block of whole lines; a
-line is parsed in Python only when the block is not surely clean (an unusual
-but valid line costs time, never a false error).
+``file:line``.  So is whitespace other than a space inside a line (a tab, a
+no-break space, ...; :func:`check_separators`): ULTRA splits every line of
+every file on single spaces only (``line.strip().split(' ')``), so a
+tab-separated line becomes one doc id with every feature 0.  The fast path
+is vectorised over a block of whole lines; a line is parsed in Python only
+when the block is not surely clean (an unusual but valid line costs time,
+never a false error).
 """
 from __future__ import annotations
 
 import hashlib
 import math
+import re
 from dataclasses import dataclass
-from typing import Iterator, List, Optional, Tuple
+from typing import Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -90,6 +95,70 @@ def line_blocks(path: str, digest: "hashlib._Hash") -> Iterator[Tuple[int, bytes
             "%s:%d: the last line does not end in a newline, so it was probably cut short (%d bytes: %r...); "
             "expected every line to end in a newline" % (path, first, len(rest), rest[:40].decode(errors="replace"))
         )
+
+
+#: Bytes that may start whitespace other than a space: ASCII control whitespace, and any non-ASCII byte
+#: (UTF-8 of a no-break space, an em space, ...); a block without them needs no line-by-line look.
+_SUSPECT_BYTES = re.compile(rb"[\t\r\x0b\x0c\x1c-\x1f\x80-\xff]")
+_SEPARATOR_NAMES = {"\t": "a tab", "\r": "a carriage return", "\x0b": "a vertical tab", "\x0c": "a form feed",
+                    "\xa0": "a no-break space"}
+
+
+def separator_problem(line: bytes, head: str) -> Optional[str]:
+    """What is wrong with whitespace other than a space inside one line (without its newline), or None.
+
+    ULTRA opens the files as text (UTF-8, universal newlines), strips each
+    line and splits it on ``' '`` only: leading and trailing whitespace of
+    any kind is harmless (one ``\\r`` before the newline too), any other
+    inside the line glues the fields around it into one (``head``: what the
+    first field is, e.g. "doc id"), and a carriage return inside starts a new
+    line.
+    """
+    text = line.decode("utf-8", errors="replace")
+    body = text.strip()
+    found = next((i for i, char in enumerate(body) if char.isspace() and char != " "), None)
+    if found is None:
+        return None
+    char = body[found]
+    column = len(text) - len(text.lstrip()) + found + 1
+    name = "%s (U+%04X)" % (_SEPARATOR_NAMES.get(char, "a whitespace character"), ord(char))
+    if char == "\r":
+        return ("%s at column %d; ULTRA reads its files with universal newlines, so it would start a new line "
+                "there and every later line would be off by one" % (name, column))
+    start = body.rfind(" ", 0, found) + 1
+    end = body.find(" ", found)
+    glued = body[start:] if end < 0 else body[start:end]
+    return (
+        "%s at column %d; ULTRA splits lines on single spaces only, so it would read %r as one field%s. "
+        "Separate the fields with single spaces"
+        % (name, column, glued[:60], " (the %s; a line separated by tabs throughout is one %s and nothing else)"
+           % (head, head) if start == 0 else "")
+    )
+
+
+def check_separators(path: str, first: int, block: bytes, head: str) -> None:
+    """Refuse whitespace other than a space inside a line of a block of whole lines (:func:`separator_problem`).
+
+    Vectorised: only a block holding a suspect byte (ASCII control whitespace,
+    a non-ASCII byte; CRLF line ends aside) is looked at line by line.
+
+    Raises:
+        DataCheckError: ``path:line`` and the character.
+    """
+    plain = block.replace(b"\r\n", b"\n") if b"\r" in block else block
+    if _SUSPECT_BYTES.search(plain) is None:
+        return
+    for number, line in enumerate(block.split(b"\n")[:-1], start=first):
+        problem = separator_problem(line, head)
+        if problem:
+            raise DataCheckError("%s:%d: %s" % (path, number, problem))
+
+
+def separator_checked(path: str, blocks: Iterable[Tuple[int, bytes]], head: str) -> Iterator[Tuple[int, bytes]]:
+    """``blocks`` (of :func:`line_blocks`), each given after :func:`check_separators` passed it."""
+    for first, block in blocks:
+        check_separators(path, first, block, head)
+        yield first, block
 
 
 _PLAIN = np.zeros(256, dtype=bool)  # digits and the markers
@@ -204,15 +273,20 @@ def fields_problem(fields: List[bytes], feature_size: int) -> Tuple[Optional[str
     return None, 0 in slots.values()
 
 
-def check_feature_block(path: str, first: int, block: bytes, feature_size: int, zeros: ZeroIndexLines) -> None:
-    """Check the feature fields of a block of whole lines, each a head field, then ``index:value`` fields.
+def check_feature_block(
+    path: str, first: int, block: bytes, feature_size: int, zeros: ZeroIndexLines, head: str = "doc id"
+) -> None:
+    """Check the separators and the feature fields of a block of whole lines, each a head field, then
+    ``index:value`` fields.
 
     The head is ULTRA's ``docid``; a libsvm caller joins ``label qid:Q`` into
-    one head (``label_qid_Q``) after checking them itself.
+    one head (``label_qid_Q``) after checking them itself (``head`` names it
+    in messages).
 
     Raises:
         DataCheckError: ``path:line`` and what is wrong.
     """
+    check_separators(path, first, block, head)
     zero_lines = clean_block_zero_lines(block, feature_size)
     if zero_lines is not None:
         zeros.add(zero_lines + first)

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Dict, Iterable, Iterator, List, Tuple
 
 from .checks import DataCheckError, DataSettings, checked_feature_blocks
-from .feature_fields import line_blocks
+from .feature_fields import line_blocks, separator_checked
 
 
 def check_ultre_files(
@@ -114,7 +114,7 @@ def _document_ids(path: str, feature_size: int, digest, warnings: List[str]) -> 
 def _qid_lines(path: str, what: str, digest) -> List[Tuple[str, List[str]]]:
     """``qid:v0 v1 ...`` lines -> [(qid, [v0, v1, ...])]."""
     rows = []
-    for number, line in _lines(line_blocks(path, digest)):
+    for number, line in _lines(separator_checked(path, line_blocks(path, digest), "qid:%s" % what)):
         fields = line.split()
         qid, sep, first = fields[0].partition(":") if fields else ("", "", "")
         if not sep or not qid or not first:

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from ultra.input_layer import BaseInputFeed
 
+from ..compat.settings_check import check_main_py_settings
 from ..config import parse_hparams
 from ..feeds import QueryArrays, build_input_feed
 from ..session_budget import LEDGER
@@ -35,6 +36,7 @@ class SessionReplayFeed(BaseInputFeed):
     data_format_note = ""
 
     def __init__(self, model: Any, batch_size: int, hparam_str: str) -> None:
+        check_main_py_settings(model)  # all of main.py's hyper-parameter strings, before the first batch
         self.hparams = parse_hparams(self.HPARAMS, hparam_str, source="%s hparams" % type(self).__name__)
         self.generator = torch.Generator().manual_seed(self.hparams.seed)
         self.model = model
