@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -113,6 +115,15 @@ def test_main_py_failures_before_our_code_name_the_culprit(ultra_main, tmp_path,
     settings = dla_settings(tmp_path)
     with pytest.raises(AssertionError, match=r"(?s)No valid query has been found.*ultra_multr: data check: split 'test'"):
         run_ultra_main(ultra_main, main_args(settings, str(tmp_path / "m"), data_dir, "--test_only", "True"), cwd=str(tmp_path))
+
+    # the same through the runner's entry point: runpy restores __main__ before the exception reaches the hook
+    seeded = subprocess.run(
+        [sys.executable, "-m", "ultra_multr.experiments.seeded_main", "--seed", "0", ultra_main]
+        + main_args(settings, str(tmp_path / "m"), data_dir, "--test_only", "True"),
+        cwd=str(tmp_path), capture_output=True, text=True, timeout=240,
+    )
+    assert seeded.returncode != 0 and "No valid query has been found" in seeded.stderr
+    assert "ultra_multr: data check: split 'test'" in seeded.stderr
 
     broken = tmp_path / "broken.json"
     broken.write_text(open(settings).read().replace('"ultra.ranking_model.DNN",', '"ultra.ranking_model.DNN"'))

@@ -152,11 +152,11 @@ class UltraImportFinder(importlib.abc.MetaPathFinder):
 
 def explain_main_py_failure(error: BaseException) -> Optional[str]:
     """One line naming the culprit of an uncaught exception in ULTRA's main.py (None: no idea)."""
-    main = sys.modules.get("__main__")
-    args = getattr(main, "args", None)
-    if args is None or not hasattr(args, "setting_file"):
-        return None
     frames = [tb.tb_frame for tb in _tracebacks(error.__traceback__)]
+    main = _main_py_namespace(frames)
+    if main is None:
+        return None
+    args = main.args
     reader = next((f.f_locals for f in frames if {"self", "data_path", "file_prefix"} <= set(f.f_locals)), None)
     if reader is not None:
         from ultra_multr.data import checks  # imported only on this failure path
@@ -168,7 +168,7 @@ def explain_main_py_failure(error: BaseException) -> Optional[str]:
         return None
     for caller, callee in zip(frames, frames[1:]):  # main.py's train(): torch.save(..., checkpoint_path)
         if (
-            caller.f_code.co_filename == getattr(main, "__file__", None)
+            caller.f_code.co_filename == main.__file__
             and "checkpoint_path" in caller.f_locals
             and callee.f_globals.get("__name__", "").startswith("torch")
         ):
@@ -177,11 +177,25 @@ def explain_main_py_failure(error: BaseException) -> Optional[str]:
     for caller, callee in zip(frames, frames[1:]):
         if (
             caller.f_code.co_name == "main"
-            and caller.f_code.co_filename == getattr(main, "__file__", None)
+            and caller.f_code.co_filename == main.__file__
             and callee.f_globals.get("__name__", "").startswith("json")
             and type(error).__name__ == "JSONDecodeError"
         ):
             return "the settings file %s is not valid JSON: %s" % (args.setting_file, error)
+    return None
+
+
+def _main_py_namespace(frames: List[types.FrameType]) -> Optional[types.SimpleNamespace]:
+    """main.py's ``args`` and ``__file__``: from ``__main__`` when it is main.py (``python main.py``), else from
+    main.py's module frame in the traceback (``runpy``, as the runner's seeded_main runs it, restores
+    ``__main__`` before the exception reaches the hook).  None: main.py has not parsed its arguments."""
+    main = sys.modules.get("__main__")
+    namespaces = [vars(main)] if main is not None else []
+    namespaces += [frame.f_globals for frame in frames if is_ultra_main_py(frame.f_code.co_filename)]
+    for namespace in namespaces:
+        args = namespace.get("args")
+        if args is not None and hasattr(args, "setting_file") and namespace.get("__file__"):
+            return types.SimpleNamespace(args=args, __file__=namespace["__file__"])
     return None
 
 
