@@ -201,6 +201,37 @@ def test_a_full_disk_names_main_pys_ranker_checkpoint(ultra_main, synthetic_data
             "space left on device: 0 bytes free on its file system)" % tmpfs_dir) in run.stderr
 
 
+def test_test_only_into_a_full_output_dir_names_the_ranklist_and_leaves_none(
+    ultra_main, synthetic_data_dir, tmp_path, tmpfs_dir
+):
+    settings = write_settings(tmp_path)
+    model_dir = str(tmp_path / "model")
+    run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--max_train_iteration", "2",
+                                         "--steps_per_checkpoint", "2"), cwd=str(tmp_path))
+    # the ranklist of the 12 test queries (~9 kB) on a 4 kB disk
+    run = run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--test_only", "True",
+                                               output_dir=tmpfs_dir + "/"),
+                         cwd=str(tmp_path), check=False, wrapper=small_disk(tmpfs_dir, "4k") + [  # then list the disk
+                             "sh", "-c", '"$@"; status=$?; echo LISTING: >&2; ls -A "%s" >&2; exit $status' % tmpfs_dir,
+                             "sh"])
+    assert run.returncode != 0
+    assert "DiskFullError: [Errno 28] No space left on device" in run.stderr
+    assert "'%s/test.ranklist'" % tmpfs_dir in run.stderr
+    assert run.stderr.split("LISTING:")[-1].strip() == ""  # no 0-byte or partial ranklist, no temporary file
+
+
+def test_the_atomic_ranklist_is_ultras_byte_for_byte(synthetic_data_dir, tmp_path):
+    import ultra
+    from ultra_multr.compat.runtime import atomic_output_ranklist
+
+    data = ultra.utils.read_data(synthetic_data_dir, "test", None, 0)
+    scores = [[float((7 * q + 3 * d) % 5) - 0.5 * d for d in range(len(docs))] for q, docs in enumerate(data.initial_list)]
+    ultra.utils.data_utils.output_ranklist(data, scores, str(tmp_path) + "/ultra_", "test")
+    atomic_output_ranklist(data, scores, str(tmp_path) + "/ours_", "test")
+    theirs = (tmp_path / "ultra_test.ranklist").read_bytes()
+    assert theirs and (tmp_path / "ours_test.ranklist").read_bytes() == theirs
+
+
 # A step on a full disk: its DiskFullError traceback cannot go to train.stderr.  Then, for seed 0, as when another
 # run frees its files, space comes back: failed.json fits, and so does the step's output from then on.  Seed 1 leaves
 # the disk full, and its failed.json (with 10 kB of stderr) cannot fit in the page its step.json leaves.

@@ -178,6 +178,7 @@ class PluginAlgorithm(BaseAlgorithm):
         # Every hyper-parameter string, ULTRA's classes' too, before the data checks and the model dir.
         check_settings_hparams(exp_settings, "settings file %s" % args.setting_file if args is not None else "the settings")
         runtime.mend_output_dir()
+        runtime.write_ranklist_atomically()
         if args is not None:  # the files main.py reads: ULTRA's reader has hidden some problems by now
             started = time.perf_counter()
             checks.check_main_py_data(args)

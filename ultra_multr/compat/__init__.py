@@ -47,6 +47,9 @@ or empty checkpoint names no file
 (``output_dir + "test.ranklist"``)
 ``main.py``'s ``torch.save`` on a full disk says      :mod:`.startup`'s exception hook
 "unexpected pos" / "basic_ios::clear", no file
+``main.py --test_only`` writes its ranklist line by    :func:`.runtime.write_ranklist_atomically`
+line: a full disk leaves a 0-byte or partial one      (written under a temporary name, renamed;
+and "[Errno 28]" with no path                         the error names the ranklist)
 ``HParams.parse`` only prints an unknown name: a      :mod:`.settings_check` (from our algorithms
 misspelt ``ranking_model_hparams`` name trains the    and feeds), names the closest known name
 default network

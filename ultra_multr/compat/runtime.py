@@ -100,6 +100,38 @@ def mend_output_dir() -> None:
         args.output_dir = mended
 
 
+def write_ranklist_atomically() -> None:
+    """Make main.py --test_only write its ranklist atomically (outside main.py, or in training: nothing).
+
+    ULTRA's ``output_ranklist`` opens ``<output_dir><prefix>.ranklist`` and
+    writes line by line: on a full disk main.py dies with ``[Errno 28]`` and
+    no path, and a 0-byte or partial ranklist stays behind for the next step
+    to read.  main.py calls it as ``ultra.utils.output_ranklist`` after
+    building the algorithm, so the function it finds there is
+    :func:`atomic_output_ranklist` (ULTRA's files are not touched).
+    """
+    args = main_args()
+    if args is not None and args.test_only:
+        ultra.utils.output_ranklist = atomic_output_ranklist
+
+
+def atomic_output_ranklist(data, rerank_scores, output_path: str, file_name: str = "test") -> None:
+    """ULTRA's ``output_ranklist``, the same lines, written to a temporary name and renamed into place.
+
+    Raises:
+        DiskFullError: the disk filled up (names the ranklist and the free space); nothing is left behind.
+    """
+    from ..data.ultra_format import atomic_write_text
+
+    qid_list_map = ultra.utils.data_utils.generate_ranklist_by_scores(data, rerank_scores)
+    lines = [
+        "%s Q0 %s %d %s Model\n" % (qid, doc, rank + 1, str(score))
+        for qid in data.qids
+        for rank, (doc, score) in enumerate(qid_list_map[qid])
+    ]
+    atomic_write_text(output_path + file_name + ".ranklist", "".join(lines))
+
+
 def resolve_data_path(path: str, what: str) -> str:
     """Find a file named relative to the CWD *or* to the settings file.
 
