@@ -159,6 +159,14 @@ def test_finished_training_then_test_only_with_bad_output_dir_and_bad_checkpoint
     assert bad.returncode != 0
     assert ("ModelDirError: --test_only: the ranker checkpoint %s cannot be loaded: truncated or not a checkpoint "
             "(%d bytes); torch.load said " % (checkpoint, len(data) // 2)) in bad.stderr
+    # training into that dir gives the same advice (it used to say "add --test_only", which says "train again")
+    advice = "Delete %s and train into this --model_dir again" % checkpoint
+    assert advice in bad.stderr
+    retrain = run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--max_train_iteration", "2"),
+                             cwd=cwd, check=False)
+    assert retrain.returncode != 0 and "--test_only True" not in retrain.stderr.splitlines()[-1]
+    assert ("ModelDirError: --model_dir %s already holds the ranker checkpoint %s, which cannot be loaded: truncated "
+            "or not a checkpoint" % (model_dir, checkpoint)) in retrain.stderr and advice in retrain.stderr
 
 
 def small_disk(mount_point, size="256k"):

@@ -168,12 +168,8 @@ def other_trainings(model_dir: str, learning_algorithm: str) -> List[str]:
     return found
 
 
-def check_checkpoint_loads(checkpoint: str) -> None:
-    """Load the ranker checkpoint as main.py will; refuse it by name if that fails.
-
-    Raises:
-        ModelDirError: an empty, truncated or unreadable file, or no checkpoint at all.
-    """
+def checkpoint_load_problem(checkpoint: str) -> Optional[str]:
+    """Why main.py's ``torch.load`` of the ranker checkpoint would fail (None: it loads)."""
     import torch  # main.py has imported it already
 
     try:
@@ -181,11 +177,26 @@ def check_checkpoint_loads(checkpoint: str) -> None:
     except Exception as error:  # torch.load raises EOFError, OSError, RuntimeError, KeyError, ... on bad files
         size = os.path.getsize(checkpoint) if os.path.isfile(checkpoint) else None
         cause = "an empty file (0 bytes)" if size == 0 else "truncated or not a checkpoint (%s bytes)" % size
-        raise ModelDirError(
-            "--test_only: the ranker checkpoint %s cannot be loaded: %s; torch.load said %s: %s. Train into this "
-            "--model_dir again (a training killed while saving, or a full disk, leaves such a file)."
-            % (checkpoint, cause, type(error).__name__, str(error).splitlines()[0] if str(error) else "(no message)")
-        ) from error
+        return "%s; torch.load said %s: %s" % (
+            cause, type(error).__name__, str(error).splitlines()[0] if str(error) else "(no message)")
+    return None
+
+
+#: What to do about a ranker checkpoint that cannot be loaded: one advice, from --test_only and from training alike.
+UNLOADABLE_ADVICE = ("Delete %s and train into this --model_dir again (a training killed while saving, or a full "
+                     "disk, leaves such a file; a training into a dir that still holds it is refused).")
+
+
+def check_checkpoint_loads(checkpoint: str) -> None:
+    """Load the ranker checkpoint as main.py will; refuse it by name if that fails.
+
+    Raises:
+        ModelDirError: an empty, truncated or unreadable file, or no checkpoint at all.
+    """
+    problem = checkpoint_load_problem(checkpoint)
+    if problem is not None:
+        raise ModelDirError("--test_only: the ranker checkpoint %s cannot be loaded: %s. %s"
+                            % (checkpoint, problem, UNLOADABLE_ADVICE % checkpoint))
 
 
 def lock_for_training(model_dir: str) -> DirLock:
@@ -263,6 +274,10 @@ def check_model_dir(
         )
     current = json.loads(json.dumps(run_identity(args, exp_settings, feature_size)))  # as it reads back
     if os.path.isfile(checkpoint):
+        problem = checkpoint_load_problem(checkpoint)
+        if problem is not None:  # nothing to evaluate either: the one advice --test_only gives too
+            raise ModelDirError("--model_dir %s already holds the ranker checkpoint %s, which cannot be loaded: %s. %s"
+                                % (model_dir, checkpoint, problem, UNLOADABLE_ADVICE % checkpoint))
         if saved is None:
             origin = "a ranker checkpoint %s of unknown origin (%s)" % (checkpoint, no_identity)
         else:
