@@ -207,6 +207,16 @@ def test_a_full_disk_names_main_pys_ranker_checkpoint(ultra_main, synthetic_data
     assert run.returncode != 0 and "RuntimeError" in run.stderr  # torch.save's own words name neither file nor cause
     assert ("ultra_multr: main.py could not save the ranker checkpoint %s/ultra_multr.DLA.ckpt: the disk is full (No "
             "space left on device: 0 bytes free on its file system)" % tmpfs_dir) in run.stderr
+    # the same through the runner's entry point (runpy: main.py's frame names the checkpoint)
+    seeded = subprocess.run(
+        small_disk(tmpfs_dir, "64k") + [sys.executable, "-m", "ultra_multr.experiments.seeded_main", "--seed", "0",
+                                        ultra_main]
+        + main_args(settings, tmpfs_dir, synthetic_data_dir, "--max_train_iteration", "2", "--steps_per_checkpoint", "2"),
+        cwd=str(tmp_path), capture_output=True, text=True, timeout=240,
+    )
+    assert seeded.returncode != 0
+    assert ("ultra_multr: main.py could not save the ranker checkpoint %s/ultra_multr.DLA.ckpt: the disk is full"
+            % tmpfs_dir) in seeded.stderr
 
 
 def test_test_only_into_a_full_output_dir_names_the_ranklist_and_leaves_none(
