@@ -88,3 +88,23 @@ def test_a_recipe_with_lists_over_ten_is_refused():
 
     with pytest.raises((HParamError, ValueError), match="docs_per_query must be"):
         Recipe(docs_per_query=(6, 12))
+
+
+def test_the_screenings_tables_hold_each_recipes_row(tmp_path):
+    import importlib.util
+
+    from conftest import REPO_ROOT
+
+    spec = importlib.util.spec_from_file_location("screen", os.path.join(REPO_ROOT, "studies", "paper_setting",
+                                                                         "screen.py"))
+    screen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(screen)
+    row = {"recipe": "quadratic_2", "nonlinear": 2.0, "label_noise": 0.5, "features": 20, "train_queries": 1000,
+           "logger_ndcg10": "0.6913", "oracle_ndcg10": "0.9540", "dla_ndcg10": "0.9451", "gap": "+0.0089",
+           "p": "0.0004", "goal_met": "no"}
+    screen.write_tables([row], str(tmp_path), steps=2000, seed=0)
+    csv = (tmp_path / "screening.csv").read_text().splitlines()
+    assert csv == [",".join(screen.COLUMNS), "quadratic_2,2.0,0.5,20,1000,0.6913,0.9540,0.9451,+0.0089,0.0004,no"]
+    markdown = (tmp_path / "screening.md").read_text()
+    assert "Rank SVM on 1 % of labelled training queries" in markdown and "2000 ranker updates" in markdown
+    assert "| quadratic_2 | 2.0 | 0.5 | 20 | 1000 | 0.6913 | 0.9540 | 0.9451 | +0.0089 | 0.0004 | no |" in markdown

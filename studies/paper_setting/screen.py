@@ -118,7 +118,7 @@ def write_tables(rows: Sequence[dict], results_dir: str, steps: int, seed: int) 
     csv = ",".join(COLUMNS) + "\n" + "".join(",".join(str(row[c]) for c in COLUMNS) + "\n" for row in rows)
     atomic_write_text(os.path.join(results_dir, "screening.csv"), csv)
     lines = [
-        "Screening of recipes in ULTRA's recipe (logger: Rank SVM on 1 % of labelled training queries, features "
+        "Screening of recipes in ULTRA's recipe (logger: Rank SVM on 1 %% of labelled training queries, features "
         "only), seed %d, %d ranker updates, cascade clicks, learning rates from the pilot {0.01, 0.05}; gap = Oracle - "
         "DLA nDCG@10, p: paired two-sided Fisher randomisation test over the test queries; goal: gap >= %.3f at "
         "p <= %.2f." % (seed, steps, GOAL_GAP, GOAL_P),
