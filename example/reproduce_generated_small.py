@@ -30,43 +30,15 @@ import sys
 
 import reproduce_mq2008 as study  # this folder's study script: the same runner config
 
-from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
+from ultra_multr.data.synthetic import RECIPE_FILE, write_recipe_dataset  # noqa: F401 (RECIPE_FILE: re-exported)
 from ultra_multr.data.ultra_format import atomic_write_text
 from ultra_multr.experiments import compare, runner
 
 CASCADE_4 = os.path.join(study.REPO, "settings", "click_models", "cascade_eps0.1_ymax4.json")
-RECIPE_FILE = "generated.json"
 
 
-def write_dataset(directory: str, recipe: dict) -> None:
-    """Write the generated data directory of ``recipe`` unless it is there already.
-
-    ``recipe``: seed, train_queries, features and optionally valid_queries (30),
-    test_queries (200), docs_per_query ([15, 30]), initial_noise (1.0, the initial ranker's noise), signal (2.0)
-    and ranker_feature (False) of :func:`ultra_multr.data.synthetic.iter_synthetic_queries`.
-
-    Raises:
-        ValueError: ``directory`` holds data generated with another recipe.
-    """
-    recipe_path = os.path.join(directory, RECIPE_FILE)
-    if os.path.isfile(recipe_path):
-        with open(recipe_path) as handle:
-            found = json.load(handle)
-        if found != recipe:
-            raise ValueError("%s was generated with %s, not %s: use another --out" % (directory, found, recipe))
-        return
-    write_synthetic_ultra_dataset(
-        directory,
-        {"train": recipe["train_queries"], "valid": recipe.get("valid_queries", 30), "test": recipe.get("test_queries", 200)},
-        docs_per_query=tuple(recipe.get("docs_per_query", (15, 30))),
-        n_features=recipe["features"],
-        max_label=4,
-        seed=recipe["seed"],
-        initial_noise=recipe.get("initial_noise", 1.0),
-        signal=recipe.get("signal", 2.0),
-        ranker_feature=recipe.get("ranker_feature", False),
-    )
-    atomic_write_text(recipe_path, json.dumps(recipe, sort_keys=True) + "\n")
+#: The data directory of a recipe (moved to the package, where studies/ can reuse it).
+write_dataset = write_recipe_dataset
 
 
 def main(argv=None) -> int:

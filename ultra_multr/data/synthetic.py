@@ -6,12 +6,18 @@ a noisy version of the true relevance, as a weak production ranker would give.
 """
 from __future__ import annotations
 
+import json
 import os
 from typing import Dict, Iterator, Tuple
 
 import numpy as np
 
-from .ultra_format import RankedQuery, query_order, write_libsvm_split, write_settings, write_split
+from .ultra_format import (
+    RankedQuery, atomic_write_text, query_order, write_libsvm_split, write_settings, write_split,
+)
+
+#: The file beside a directory of :func:`write_recipe_dataset` that holds its recipe.
+RECIPE_FILE = "generated.json"
 
 
 def iter_synthetic_queries(
@@ -107,3 +113,34 @@ def write_synthetic_ultra_dataset(
         writers[layout](directory, split, queries)
     write_settings(directory, n_features, max_label)
     return os.path.join(os.path.abspath(directory), "")
+
+
+def write_recipe_dataset(directory: str, recipe: dict) -> None:
+    """Write the generated data directory of ``recipe`` unless it is there already.
+
+    ``recipe``: seed, train_queries, features and optionally valid_queries (30),
+    test_queries (200), docs_per_query ([15, 30]), initial_noise (1.0, the initial ranker's noise), signal (2.0)
+    and ranker_feature (False) of :func:`iter_synthetic_queries`; it is kept in ``<directory>/generated.json``.
+
+    Raises:
+        ValueError: ``directory`` holds data generated with another recipe.
+    """
+    recipe_path = os.path.join(directory, RECIPE_FILE)
+    if os.path.isfile(recipe_path):
+        with open(recipe_path) as handle:
+            found = json.load(handle)
+        if found != recipe:
+            raise ValueError("%s was generated with %s, not %s: use another --out" % (directory, found, recipe))
+        return
+    write_synthetic_ultra_dataset(
+        directory,
+        {"train": recipe["train_queries"], "valid": recipe.get("valid_queries", 30), "test": recipe.get("test_queries", 200)},
+        docs_per_query=tuple(recipe.get("docs_per_query", (15, 30))),
+        n_features=recipe["features"],
+        max_label=4,
+        seed=recipe["seed"],
+        initial_noise=recipe.get("initial_noise", 1.0),
+        signal=recipe.get("signal", 2.0),
+        ranker_feature=recipe.get("ranker_feature", False),
+    )
+    atomic_write_text(recipe_path, json.dumps(recipe, sort_keys=True) + "\n")
