@@ -111,9 +111,8 @@ def test_the_papers_settings_file_keeps_eq_dr_loss():
     with open(os.path.join(REPO_ROOT, "settings", "multr_paper.json")) as handle:
         hparams = json.load(handle)["learning_algorithm_hparams"]
     config = parse_hparams(MULTRConfig, hparams)
-    assert (config.rerank_weight, config.dr_weight_guard, config.imputation, config.variant, config.dr_normalization) == (
-        "paper", "none", "sampled", "dr", "none"
-    )
+    assert (config.rerank_weight, config.dr_weight_guard, config.imputation, config.variant, config.dr_normalization,
+            config.propensity_ranker) == ("paper", "none", "sampled", "dr", "none", "multr")
 
 
 def test_the_authors_code_settings_file_differs_from_the_papers_in_the_loss_alone():
@@ -124,6 +123,7 @@ def test_the_authors_code_settings_file_differs_from_the_papers_in_the_loss_alon
     paper, authors = (parse_hparams(MULTRConfig, s["learning_algorithm_hparams"]) for s in settings.values())
     assert authors.rerank_weight == "authors_code"
     assert dataclasses.replace(authors, rerank_weight="paper", dr_normalization="none") == paper
+    assert authors.propensity_ranker == "multr"  # the authors' code couples DLA's examination to MULTR's ranker
     assert {k: v for k, v in settings["multr_paper.json"].items() if k != "learning_algorithm_hparams"} == {
         k: v for k, v in settings["multr_authors_code.json"].items() if k != "learning_algorithm_hparams"
     }
@@ -133,9 +133,8 @@ def test_the_default_is_the_papers_mixture_with_the_rebalance_guard_and_the_rand
     """MULTR's defaults: Eq. dr_loss's mixture at a = S / (S + 1), expected imputation, the rebalance guard
     (docs/estimator_targets.md); the randomized form is settings/multr_randomized.json."""
     config = parse_hparams(MULTRConfig, "")
-    assert (config.rerank_weight, config.imputation, config.dr_weight_guard, config.variant, config.dr_normalization) == (
-        "paper", "expected", "rebalance", "dr", "batch_weight"
-    )
+    assert (config.rerank_weight, config.imputation, config.dr_weight_guard, config.variant, config.dr_normalization,
+            config.propensity_ranker) == ("paper", "expected", "rebalance", "dr", "batch_weight", "dla")
     assert config.resolve_rerank_weight(config.rerank_weight, "rerank_weight") == pytest.approx(
         config.sample_num / (config.sample_num + 1.0)
     )

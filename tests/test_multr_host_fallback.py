@@ -123,3 +123,29 @@ def test_multr_takes_the_baselines_learning_rate_pilot_with_one_simulator(synthe
     phases = {phase: count["lists"] for phase, count in LEDGER.summary()["phases"].items()}
     assert phases == {"simulator_train": 2 * 8, "simulator_heldout": 2 * 8, "tuning_pilot": 3 * 3 * 16, "ranker": 16}
     assert multr.global_step == 1
+
+
+def test_multrs_propensities_are_dlas_on_the_same_batches_and_the_papers_coupling_is_a_setting(
+    synthetic_data_dir, monkeypatch
+):
+    """propensity_ranker=dla (default): the examination model divides clicks by a ranker trained by DLA's own loss,
+    so the simulator's bias never reaches the propensities (studies/propensity_drift); =multr: DLA's dual coupling
+    with MULTR's ranker, the paper's."""
+    params = {}
+    for coupling in ("dla", "multr"):
+        multr, feed, data = build(synthetic_data_dir, ",".join([COMMON, SIMULATOR, "propensity_ranker=" + coupling]))
+        monkeypatch.setattr(multr, "simulator_log_likelihood", lambda batches: (0.0, [0.0]))  # accepted: DR loss
+        dla, _, _ = build(synthetic_data_dir, COMMON, algorithm="ultra_multr.DLA")
+        multr.prepare_simulator()
+        assert not multr.simulator_fallback
+        trajectories(multr, dla, feed, data, steps=5)
+        params[coupling] = (multr, dla)
+    multr, dla = params["dla"]
+    for ours, theirs in zip(list(multr.propensity_model.parameters()) + list(multr.examination_ranker.parameters()),
+                            list(dla.propensity_model.parameters()) + list(dla.model.parameters())):
+        torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=0)
+    assert not all(torch.allclose(a, b) for a, b in zip(multr.model.parameters(), dla.model.parameters()))  # DR loss
+    coupled, dla = params["multr"]
+    assert coupled.examination_ranker is None
+    assert not all(torch.allclose(a, b, atol=1e-6)
+                   for a, b in zip(coupled.propensity_model.parameters(), dla.propensity_model.parameters()))

@@ -235,10 +235,10 @@ class PluginAlgorithm(BaseAlgorithm):
             input_feed, self.docid_inputs_name[:list_size], self.labels_name[:list_size], self.device
         )
 
-    def scores(self, batch: runtime.Batch) -> torch.Tensor:
-        """Ranker scores [B, L] of a batch."""
+    def scores(self, batch: runtime.Batch, model: Optional[torch.nn.Module] = None) -> torch.Tensor:
+        """Scores [B, L] of a batch by the ranker (or by ``model``, another ranking model)."""
         flat = batch.features.reshape(-1, batch.features.shape[-1])
-        return runtime.score_documents(self.model, flat).reshape(batch.mask.shape)
+        return runtime.score_documents(self.model if model is None else model, flat).reshape(batch.mask.shape)
 
     def ranker_l2(self) -> torch.Tensor:
         return self.hparams.l2_loss * sum((p * p).sum() for p in self.model.parameters()) / 2.0

@@ -10,7 +10,7 @@ parity), one device, no SummaryWriter.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from ultra.learning_algorithm.dla import DenoisingNet
@@ -94,6 +94,16 @@ class DLA(PluginAlgorithm):
         """DLA's propensity-weighted listwise loss; MULTR replaces it."""
         return losses.dla_softmax_loss(scores, batch.labels, weights, batch.mask), {}
 
+    def examination_relevance(
+        self, batch: Batch, scores: torch.Tensor, weights: torch.Tensor
+    ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """The relevance scores [B, N] DLA's examination loss divides clicks by, and a loss to add (None).
+
+        DLA's dual view: the ranker being trained (``scores``); MULTR may put
+        another ranker there (:class:`ultra_multr.algorithms.multr.MULTR`).
+        """
+        return scores, None
+
     def training_loss(self, batch: Batch) -> Tuple[torch.Tensor, Dict[str, float]]:
         self.propensity_model.train()
         scores = self.scores(batch)
@@ -101,8 +111,14 @@ class DLA(PluginAlgorithm):
         propensity_logits = self.propensity_model(batch.labels.t())
         with torch.no_grad():
             weights = self.propensity_weights(propensity_logits, batch.mask)
-            relevance_weights = self.propensity_weights(scores, batch.mask)
+        relevance, extra_loss = self.examination_relevance(batch, scores, weights)
+        with torch.no_grad():
+            relevance_weights = self.propensity_weights(relevance, batch.mask)
         rank_loss, parts = self.ranking_loss(batch, scores, weights)
         exam_loss = losses.dla_softmax_loss(propensity_logits, batch.labels, relevance_weights, batch.mask)
         parts = dict(parts, rank_loss=float(rank_loss.detach()), exam_loss=float(exam_loss.detach()))
-        return exam_loss + self.hparams.ranker_loss_weight * rank_loss, parts
+        loss = exam_loss + self.hparams.ranker_loss_weight * rank_loss
+        if extra_loss is not None:
+            parts["examination_ranker_loss"] = float(extra_loss.detach())
+            loss = loss + extra_loss
+        return loss, parts

@@ -149,6 +149,8 @@ LOG_SECONDS = 60.0
 RANDOMIZED = "randomized"
 #: rerank_weight's value for :func:`ultra_multr.losses.authors_code_dr_loss`.
 AUTHORS_CODE = "authors_code"
+#: propensity_ranker's values: which ranker DLA's examination loss divides clicks by.
+PROPENSITY_RANKERS = ("dla", "multr")
 #: validate_simulator's decisions that make MULTR train with its host's losses (under simulator_guard=position).
 FALLBACK_DECISIONS = ("rejected", "not_validated")
 #: What metadata keys a checkpoint must match to be of the same data.
@@ -411,7 +413,26 @@ class DoublyRobustConfig(AlgorithmConfig):
 
 @dataclass(frozen=True)
 class MULTRConfig(DLAConfig, DoublyRobustConfig):
-    """MULTR's hyper-parameters: DLA's plus :class:`DoublyRobustConfig`'s."""
+    """MULTR's hyper-parameters: DLA's plus :class:`DoublyRobustConfig`'s, and:
+
+    Attributes:
+        propensity_ranker: the ranker whose relevance DLA's examination loss
+            divides the clicks by.  "dla" (default): a second ranker, from the
+            same initial state, trained by DLA's own ranking loss on the real
+            clicks, so MULTR's propensities are exactly DLA's on the same
+            batches.  "multr": MULTR's own ranker (DLA's dual coupling, the
+            paper's and the authors' code), through which the simulator's bias
+            moves the propensities (studies/propensity_drift).
+    """
+
+    propensity_ranker: str = "dla"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(
+            self.propensity_ranker in PROPENSITY_RANKERS,
+            "propensity_ranker must be one of %s, got %r" % (PROPENSITY_RANKERS, self.propensity_ranker),
+        )
 
 
 class DoublyRobustMixin:
@@ -1001,3 +1022,29 @@ class MULTR(DoublyRobustMixin, DLA):
     """DLA + context-aware user simulator + doubly-robust ranking loss."""
 
     config_class = MULTRConfig
+
+    def __init__(self, data_set, exp_settings: dict) -> None:
+        super().__init__(data_set, exp_settings)
+        #: the ranker DLA's examination loss divides clicks by (propensity_ranker=dla); None: MULTR's own
+        self.examination_ranker: Optional[torch.nn.Module] = (
+            copy.deepcopy(self.model) if self.hparams.propensity_ranker == "dla" else None
+        )
+
+    def parameter_groups(self) -> List[Tuple[List[torch.nn.Parameter], float]]:
+        groups = super().parameter_groups()
+        if self.examination_ranker is not None:
+            groups.append((list(self.examination_ranker.parameters()), self.hparams.learning_rate))
+        return groups
+
+    def examination_relevance(
+        self, batch: Batch, scores: torch.Tensor, weights: torch.Tensor
+    ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """propensity_ranker=dla: the examination ranker's scores and DLA's ranking loss for it, so the
+        propensity model and that ranker take DLA's updates exactly (the simulator never reaches them);
+        otherwise, or when MULTR trains with DLA's losses anyway, DLA's own coupling."""
+        if self.examination_ranker is None or self.simulator_fallback:
+            return super().examination_relevance(batch, scores, weights)
+        self.examination_ranker.train()
+        relevance = self.scores(batch, self.examination_ranker)
+        loss = losses.dla_softmax_loss(relevance, batch.labels, weights, batch.mask)
+        return relevance, self.hparams.ranker_loss_weight * loss
