@@ -39,8 +39,12 @@ def test_lines_give_count_rate_and_time_left_without_tqdm(monkeypatch):
         clock.now += 0.25
         meter.update()
     assert lines == ["user simulator: 120/1000 steps (12%), 4 steps/s, 0:03:40 left, 0:00:30 elapsed"]
+    clock.now += 1
+    meter.update(4)
+    meter.close()  # the last count, said once
+    assert len(lines) == 2 and lines[-1].startswith("user simulator: 124/1000 steps")
     meter.close()
-    assert len(lines) == 2 and lines[-1].startswith("user simulator: 120/1000 steps")
+    assert len(lines) == 2
 
 
 def test_text_for_a_callers_own_lines_and_a_resumed_count():
@@ -58,7 +62,7 @@ def test_iterable_wrapper_and_off_mode(monkeypatch):
     lines = []
     assert list(progress([1, 2, 3], desc="files", unit="files", mode="lines", every_s=0, log=lines.append)) == [1, 2, 3]
     assert [line.split(",")[0] for line in lines] == ["files: 1/3 files (33%)", "files: 2/3 files (67%)",
-                                                     "files: 3/3 files (100%)", "files: 3/3 files (100%)"]
+                                                     "files: 3/3 files (100%)"]  # the end is said once
     monkeypatch.setenv(progress_module.ENV, "off")
     quiet = []
     assert list(progress(range(3), log=quiet.append, every_s=0)) == [0, 1, 2] and quiet == []

@@ -66,6 +66,7 @@ class Progress:
             raise ValueError("%s=%r: expected one of %s" % (ENV, mode, ", ".join(MODES)))
         self.total, self.desc, self.unit = total, desc, unit
         self.done = self.initial = int(initial)
+        self.logged: Optional[int] = None  # the count the last line said
         self.every_s, self.clock = float(every_s), clock
         self.log = log or (lambda line: LOGGER.info("%s", line))
         self.start = self.last_line = clock()
@@ -108,21 +109,25 @@ class Progress:
         if self.bar is not None:
             self.bar.update(n)
         elif self.lines and self.clock() - self.last_line >= self.every_s:
-            self.log(self.line())
-            self.last_line = self.clock()
+            self._log_line()
 
     def set(self, done: int) -> None:
         """Set the count (a loop that counts its own steps)."""
         self.update(int(done) - self.done)
 
     def close(self) -> None:
-        """End the bar, or write the last line (lines mode)."""
+        """End the bar, or write the last line (lines mode) unless the last line said the same count."""
         if self.bar is not None:
             self.bar.close()
             self.bar = None
         elif self.lines:
-            self.log(self.line())
+            if self.logged != self.done:  # the last count not yet said
+                self._log_line()
             self.lines = False
+
+    def _log_line(self) -> None:
+        self.log(self.line())
+        self.last_line, self.logged = self.clock(), self.done
 
 
 def progress(iterable: Iterable[T], total: Optional[int] = None, desc: str = "", unit: str = "items",
