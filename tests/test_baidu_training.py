@@ -147,6 +147,15 @@ def test_main_py_trains_on_the_logged_sessions(ultra_main, baidu_data, tmp_path,
     ultra_path = evaluate_run(data_dir, "test", settings, model_dir, str(tmp_path / "ultra_eval"))
     assert ultra_path["n_dropped_queries"] == 0
     assert summary["ndcg_10"] == pytest.approx(ultra_path["ndcg_10"], abs=1e-4)
+    # ultr-reproducibility's protocol: the ranking metrics on every annotated query, no annotated valid split
+    repro = str(tmp_path / "repro_data")
+    assert convert_main(["--annotations", generated.validation_file, "--log_files", ";".join(generated.train_files),
+                         "--out", repro, "--stub_lists", "10", "--protocol", "reproducibility",
+                         "--heldout_files", ";".join(generated.test_files)]) == 0
+    everything = evaluate(repro, settings, model_dir, str(tmp_path / "repro_eval"), "test")
+    assert everything["n_queries"] == 20 and everything["protocol"] == "reproducibility" and everything["standardized"]
+    with pytest.raises(ValueError, match="reproducibility"):
+        evaluate(repro, settings, model_dir, str(tmp_path / "repro_eval"), "valid")
 
 
 def _check_heldout_click_log_likelihood(log_files, model_dir, out):
