@@ -3,7 +3,7 @@
     python example/baidu_study.py --out out/baidu_pbm --click-model pbm [--sessions 100000] [--queries 2000]
         [--annotated 1000] [--logger-bias 0] [--feature-noise 1] [--logger-noise 1] [--logger grade]
         [--missing-doc-prob 0] [--seeds 0 1 2]
-        [--steps 500] [--ranker-norm layer] [--workers 2] [--dry-run]
+        [--steps 500] [--ranker-norm layer] [--standardize on] [--workers 2] [--dry-run]
     python example/baidu_study.py --out out/baidu_ultr --log-dir baidu-ultr_uva-mlm-ctr [--seeds ...] [--steps ...]
 
 With ``--log-dir`` the study reads a log already in the release's layout (the real Baidu-ULTR files:
@@ -27,7 +27,9 @@ propensities); the rest is the same.
    session); ``--sessions`` training sessions in files of 25,000, 10,000 held-out sessions (part 0) and
    ``--annotated`` annotated queries (half valid, half test).  Written once into ``<out>/log`` with its
    recipe; another recipe in the same ``--out`` is refused.
-2. ``python -m ultra_multr.logs.baidu_convert`` into ``<out>/data`` (lexical features).
+2. ``python -m ultra_multr.logs.baidu_convert`` into ``<out>/data`` (lexical features; with ``--standardize on``,
+   the default since issue 27, standardised per feature with statistics fitted on the training files, which the
+   feed applies too; the committed tables of docs/baidu_study.md were computed before, without it).
 3. The study runner on that directory, every method on the same logged sessions (the fair protocol's
    same clicks: the log is fixed) with the session-replay feed
    (:class:`ultra_multr.logs.baidu_feed.BaiduSessionFeed`) and the same ranker, steps and batch size:
@@ -63,6 +65,7 @@ from ultra_multr.experiments.methods import EQUAL_TUNING
 from ultra_multr.experiments.significance import randomization_test
 from ultra_multr.logs import baidu, baidu_click_ll, baidu_convert, baidu_evaluate
 from ultra_multr.logs.generate import MAX_LABEL, write_baidu_log
+from ultra_multr.logs.standardize import STATS_JSON
 
 N_POSITIONS = 10
 HELDOUT_FILE = "part-0_split-0.feather"
@@ -126,7 +129,9 @@ def study_config(args, data_dir: str, log_pattern: str) -> Dict:
         "seeds": list(args.seeds),
         "settings": {
             "train_input_feed": "ultra_multr.logs.baidu_feed.BaiduSessionFeed",
-            "train_input_hparams": {"log_files": log_pattern, "features": "lexical", "log1p_lexical": True},
+            "train_input_hparams": {"log_files": log_pattern, "features": "lexical", "log1p_lexical": True,
+                                    "standardize": os.path.join(data_dir, STATS_JSON)
+                                    if args.standardize == "on" else "none"},
             "ranking_model_hparams": dict({"hidden_layer_sizes": [512, 256, 128]},
                                           **({} if args.ranker_norm == "layer" else {"norm": args.ranker_norm})),
             "learning_algorithm_hparams": {"learning_rate": 0.05, "log_every": 500},
@@ -289,6 +294,9 @@ def main(argv=None) -> int:
     parser.add_argument("--ranker-norm", choices=["layer", "none"], default="layer",
                         help="the DNN's normalisation (ULTRA's norm hparam): layer (ULTRA's default) normalises each "
                              "document's features across them; none leaves them as they are")
+    parser.add_argument("--standardize", choices=["on", "off"], default="on",
+                        help="per-feature standardisation fitted on the training log (issue 27; the committed "
+                             "tables of docs/baidu_study.md were computed before it existed, i.e. off)")
     parser.add_argument("--log-dir", help="a log in the release's layout (DIR/parts/...) to read instead of generating one")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--dry-run", action="store_true")
@@ -319,9 +327,17 @@ def main(argv=None) -> int:
         write_log(out, recipe)
     # a generated log has part 1 only (its pattern named even before a --dry-run has written it)
     log_pattern = train_pattern(log_dir) if args.log_dir else os.path.join(log_dir, "parts", "part-1_split-*.feather")
-    if not args.dry_run and not os.path.exists(os.path.join(data_dir, baidu_convert.CONVERSION_JSON)):
+    record_path = os.path.join(data_dir, baidu_convert.CONVERSION_JSON)
+    if not args.dry_run and not os.path.exists(record_path):
         baidu_convert.main(["--annotations", os.path.join(log_dir, "parts", "validation.feather"),
-                            "--log_files", log_pattern, "--out", data_dir, "--features", "lexical"])
+                            "--log_files", log_pattern, "--out", data_dir, "--features", "lexical"]
+                           + (["--no_standardize"] if args.standardize == "off" else []))
+    if os.path.exists(record_path):
+        with open(record_path) as handle:
+            standardized = "standardization" in json.load(handle)
+        if standardized != (args.standardize == "on"):
+            parser.error("%s was converted %s per-feature standardisation; pass --standardize %s or remove it"
+                         % (data_dir, "with" if standardized else "without", "on" if standardized else "off"))
     config_path = os.path.join(out, "study.json")
     os.makedirs(out, exist_ok=True)
     atomic_write_text(config_path, json.dumps(study_config(args, data_dir, log_pattern), indent=2) + "\n")

@@ -2,6 +2,7 @@
 of ``query_no`` (philipphager/baidu-ultr ``src/util.py``: a pandas frame, ``df.to_feather``)."""
 from __future__ import annotations
 
+import os
 import numpy as np
 import pytest
 
@@ -307,3 +308,18 @@ def test_a_noiseless_features_logger_logs_the_order_of_its_linear_score(tmp_path
         score = sessions.features[s, sessions.mask[s]].astype(np.float64) @ weights
         assert np.all(np.diff(score) <= 1e-5), s
     assert all(len(o) == 1 for o in _orders(log.train_files[0]).values())
+
+
+def test_the_baidu_tools_are_console_scripts():
+    """pyproject.toml's entry points name callables that exist (issue 27, item 7)."""
+    import importlib
+
+    tomllib = pytest.importorskip("tomllib")
+    with open(os.path.join(os.path.dirname(__file__), os.pardir, "pyproject.toml"), "rb") as handle:
+        scripts = tomllib.load(handle)["project"]["scripts"]
+    for name in ("ultra-multr-baidu-convert", "ultra-multr-baidu-evaluate", "ultra-multr-baidu-click-ll"):
+        module, function = scripts[name].split(":")
+        entry = getattr(importlib.import_module(module), function)
+        with pytest.raises(SystemExit) as stop:
+            entry(["--help"])
+        assert stop.value.code == 0

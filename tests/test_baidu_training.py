@@ -45,7 +45,7 @@ class _Model:
 def test_feed_replays_every_logged_session_at_its_logged_positions(baidu_data):
     log, data_dir, patterns = baidu_data
     stub = ultra.utils.read_data(data_dir, "train", None, 0)
-    feed = BaiduSessionFeed(_Model(), 1, "log_files=%s,seed=1" % patterns)
+    feed = BaiduSessionFeed(_Model(), 1, "log_files=%s,seed=1,standardize=none" % patterns)
     sessions = [baidu.read_sessions(path) for path in log.train_files]
     counts = [len(s) for s in sessions]
     assert 150 < sum(counts) < 200 and any((~s.mask[:, :6]).any() for s in sessions)  # gaps, dropped sessions
@@ -123,6 +123,11 @@ def test_main_py_trains_on_the_logged_sessions(ultra_main, baidu_data, tmp_path,
         phases = json.load(handle)["phases"]
     ranker = phases["ranker"]  # main.py runs on to the checkpoint after --max_train_iteration
     assert ranker["lists"] % 16 == 0 and ranker["lists"] >= 3 * 16 and ranker["sessions"] >= ranker["lists"]
+    # the feed stored the training log's standardisation with the model: the converter's, unchanged
+    from ultra_multr.logs.standardize import STATS_JSON, Standardizer
+
+    assert Standardizer.load(os.path.join(model_dir, STATS_JSON)).same_as(
+        Standardizer.load(os.path.join(data_dir, STATS_JSON)))
     if algorithm.endswith("MULTR"):
         assert phases["simulator_train"]["lists"] == 4 * 16
         assert "user simulator: step 4/4" in log
@@ -142,6 +147,15 @@ def test_main_py_trains_on_the_logged_sessions(ultra_main, baidu_data, tmp_path,
     ultra_path = evaluate_run(data_dir, "test", settings, model_dir, str(tmp_path / "ultra_eval"))
     assert ultra_path["n_dropped_queries"] == 0
     assert summary["ndcg_10"] == pytest.approx(ultra_path["ndcg_10"], abs=1e-4)
+    # ultr-reproducibility's protocol: the ranking metrics on every annotated query, no annotated valid split
+    repro = str(tmp_path / "repro_data")
+    assert convert_main(["--annotations", generated.validation_file, "--log_files", ";".join(generated.train_files),
+                         "--out", repro, "--stub_lists", "10", "--protocol", "reproducibility",
+                         "--heldout_files", ";".join(generated.test_files)]) == 0
+    everything = evaluate(repro, settings, model_dir, str(tmp_path / "repro_eval"), "test")
+    assert everything["n_queries"] == 20 and everything["protocol"] == "reproducibility" and everything["standardized"]
+    with pytest.raises(ValueError, match="reproducibility"):
+        evaluate(repro, settings, model_dir, str(tmp_path / "repro_eval"), "valid")
 
 
 def _check_heldout_click_log_likelihood(log_files, model_dir, out):
@@ -182,3 +196,135 @@ def _check_heldout_click_log_likelihood(log_files, model_dir, out):
     assert 0 < clicked["position CTR"]["sessions"] < n_heldout  # the log has click-less sessions: the populations differ
     assert os.path.isfile(os.path.join(out, "click_log_likelihood.json"))
     assert os.path.isfile(os.path.join(out, "click_log_likelihood_clicked.json"))
+    record = json.load(open(os.path.join(out, "click_log_likelihood.json")))
+    assert record["standardization"] == os.path.join(model_dir, "feature_standardization.json")  # beside the simulator
+    # ultr-reproducibility's protocol: the click log-likelihood of the test half of the held-out sessions only
+    from ultra_multr.logs.baidu_convert import heldout_rows
+
+    repro = out + "_repro_data"
+    assert convert_main(["--annotations", os.path.join(os.path.dirname(heldout_files[0]), "validation.feather"),
+                         "--log_files", ";".join(train_files), "--out", repro, "--stub_lists", "10",
+                         "--protocol", "reproducibility", "--heldout_files", ";".join(heldout_files)]) == 0
+    half = evaluate(os.path.join(model_dir, "ultra_multr.MULTR.simulator.ckpt"), train_files, heldout_files,
+                    out + "_repro", data_dir=repro)
+    n_test = sum(len(rows) for rows in heldout_rows(list(heldout_files), 381, "test").values())
+    assert all(r["sessions"] == n_test for r in half.values()) and n_test == -(-n_heldout // 2)
+
+
+# --- issue 27, item 5: per-feature standardisation fitted on the training log ---------------------------------------
+
+def _assert_rows_among(written, expected, tol=1e-4):
+    """Every row of ``written`` equals (within ``tol``, ULTRA's text format rounds) some row of ``expected``."""
+    distance = np.abs(written[:, None, :] - expected[None, :, :]).max(axis=2).min(axis=1)
+    assert distance.max() < tol, distance.max()
+
+
+def test_standardisation_is_fitted_on_the_training_log_and_applied_alike_to_every_split(baidu_data):
+    from ultra_multr.logs.baidu_convert import MAIN_SETTINGS_JSON
+    from ultra_multr.logs.standardize import STATS_JSON, Standardizer
+
+    log, data_dir, patterns = baidu_data
+    stats = Standardizer.load(os.path.join(data_dir, STATS_JSON))  # on by default
+    # fitted on the shown documents (first 10 positions) of the training files, nothing else
+    shown = np.concatenate([s.features[s.mask] for s in baidu.iter_sessions(sorted(glob.glob(patterns)))]).astype(float)
+    np.testing.assert_allclose(stats.mean, shown.mean(0), rtol=1e-9)
+    np.testing.assert_allclose(stats.std, shown.std(0), rtol=1e-9)
+    assert stats.n_documents == len(shown) and list(stats.fitted_on) == sorted(glob.glob(patterns))
+    # the converter's test split holds the annotations standardised with those statistics
+    graded = baidu.read_sessions(log.validation_file, top_n=None)
+    test = ultra.utils.read_data(data_dir, "test", None, 0)
+    assert len(test.features) > 20
+    _assert_rows_among(np.array(test.features), stats.apply(graded.features[graded.mask]))
+    # the feed: its default (fit) gives the same statistics; the converter's settings name its file
+    settings = json.load(open(os.path.join(data_dir, MAIN_SETTINGS_JSON)))
+    assert settings["train_input_hparams"].endswith("standardize=%s" % os.path.abspath(os.path.join(data_dir, STATS_JSON)))
+    stub = ultra.utils.read_data(data_dir, "train", None, 0)
+    fitted = BaiduSessionFeed(_Model(), 8, "log_files=%s,seed=1" % patterns)
+    named = BaiduSessionFeed(_Model(), 8, settings["train_input_hparams"])
+    raw = BaiduSessionFeed(_Model(), 8, "log_files=%s,seed=0,standardize=none" % patterns)
+    assert fitted.standardizer.same_as(stats) and named.standardizer.same_as(stats) and raw.standardizer is None
+    a, info = named.get_batch(stub)
+    b, _ = raw.get_batch(stub)
+    real = np.array([d for docs in info["input_list"] for d in docs if d < len(a["letor_features"])])
+    np.testing.assert_allclose(a["letor_features"][real], stats.apply(b["letor_features"][real]), rtol=1e-5, atol=1e-6)
+
+
+def test_no_standardize_leaves_the_features_as_read(baidu_data, tmp_path):
+    from ultra_multr.logs.baidu_convert import MAIN_SETTINGS_JSON
+    from ultra_multr.logs.standardize import STATS_JSON
+
+    log, _, patterns = baidu_data
+    out = str(tmp_path / "raw")
+    assert convert_main(["--annotations", log.validation_file, "--log_files", patterns, "--out", out,
+                         "--stub_lists", "10", "--no_standardize"]) == 0
+    assert not os.path.exists(os.path.join(out, STATS_JSON))
+    settings = json.load(open(os.path.join(out, MAIN_SETTINGS_JSON)))
+    assert settings["train_input_hparams"].endswith("standardize=none")
+    graded = baidu.read_sessions(log.validation_file, top_n=None)
+    test = ultra.utils.read_data(out + "/", "test", None, 0)
+    _assert_rows_among(np.array(test.features), graded.features[graded.mask])
+
+
+def test_the_statistics_refuse_other_reader_settings(baidu_data, tmp_path):
+    from ultra_multr.logs.standardize import STATS_JSON, Standardizer, stored_with_model
+
+    _, data_dir, patterns = baidu_data
+    with pytest.raises(ValueError, match="log1p_lexical"):
+        BaiduSessionFeed(_Model(), 8, "log_files=%s,log1p_lexical=false,standardize=%s"
+                         % (patterns, os.path.join(data_dir, STATS_JSON)))
+    stats = Standardizer.load(os.path.join(data_dir, STATS_JSON))
+    model_dir = tmp_path / "m"
+    model_dir.mkdir()
+    Standardizer(stats.mean + 1, stats.std, stats.features, stats.log1p_lexical, (), 1).save(str(model_dir / STATS_JSON))
+    with pytest.raises(ValueError, match="differ"):
+        stored_with_model(str(model_dir), data_dir)
+    assert stored_with_model(None, data_dir).same_as(stats) and stored_with_model(None, str(tmp_path)) is None
+
+
+# --- issue 27, item 3: ultr-reproducibility's protocol -------------------------------------------------------------
+
+def test_heldout_split_is_ultr_reproducibility_split():
+    from ultra_multr.logs.baidu_convert import heldout_split
+
+    sklearn = pytest.importorskip("sklearn.model_selection")
+    for n in (2, 9, 10, 1001):
+        validation, test = heldout_split(n, 381)
+        assert len(set(validation) & set(test)) == 0 and sorted(np.concatenate([validation, test])) == list(range(n))
+        assert len(test) == -(-n // 2)  # ceil(n / 2) in the test half
+        # their main.py: val_clicks, test_clicks = random_split(test_clicks, shuffle=True, random_state=381,
+        # test_size=0.5), i.e. train_test_split's first part is validation
+        val_sk, test_sk = sklearn.train_test_split(np.arange(n), shuffle=True, random_state=381, test_size=0.5)
+        np.testing.assert_array_equal(validation, val_sk)
+        np.testing.assert_array_equal(test, test_sk)
+        np.testing.assert_array_equal(heldout_split(n, 381)[0], validation)  # deterministic by seed
+    assert not np.array_equal(heldout_split(1001, 0)[1], heldout_split(1001, 381)[1])
+    with pytest.raises(ValueError):
+        heldout_split(1)
+
+
+def test_reproducibility_protocol_converts_validation_clicks_and_all_annotations(baidu_data, tmp_path):
+    from ultra_multr.logs.baidu_convert import CONVERSION_JSON, heldout_rows
+
+    log, _, patterns = baidu_data
+    out = str(tmp_path / "repro")
+    heldout = ";".join(log.test_files)
+    assert convert_main(["--annotations", log.validation_file, "--log_files", patterns, "--out", out,
+                         "--stub_lists", "10", "--protocol", "reproducibility", "--heldout_files", heldout]) == 0
+    record = json.load(open(os.path.join(out, CONVERSION_JSON)))
+    assert record["protocol"] == "reproducibility" and record["seed"] == 381
+    validation = heldout_rows(list(log.test_files), 381, "validation")
+    test = heldout_rows(list(log.test_files), 381, "test")
+    for path in log.test_files:
+        assert not set(validation[path]) & set(test[path])
+        assert len(validation[path]) + len(test[path]) == baidu.session_count(path)
+    clicked = sum(int((baidu.read_sessions(p).clicks[validation[p]].sum(1) > 0).sum()) for p in log.test_files)
+    valid = ultra.utils.read_data(out + "/", "valid", None, 0)
+    assert len(valid.initial_list) == clicked  # ULTRA keeps the sessions with a click
+    graded = baidu.read_sessions(log.validation_file, top_n=None)
+    assert len(ultra.utils.read_data(out + "/", "test", None, 0).initial_list) == len(graded) - int(
+        (graded.clicks.max(1) == 0).sum())  # every annotated query (ULTRA's reader drops those without a label)
+    with pytest.raises(SystemExit):
+        convert_main(["--annotations", log.validation_file, "--log_files", patterns, "--out", out,
+                      "--protocol", "reproducibility", "--heldout_files", "x", "--valid_share", "x"])
+    assert convert_main(["--annotations", log.validation_file, "--log_files", patterns, "--out", out,
+                         "--protocol", "reproducibility"]) == 2  # held-out files required

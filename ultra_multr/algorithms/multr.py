@@ -115,6 +115,7 @@ from ..click_models import ClickModel
 from ..config import require
 from ..feeds import click_model_fingerprint, data_fingerprint, query_arrays, session_subset
 from ..imputation import IMPUTATION_MODES, PseudoClickCache
+from ..progress import Progress
 from ..randomization import random_permutations, to_document_order
 from ..session_budget import LEDGER
 from ..simulator.controls import SIMULATOR_CONTROLS, TrueClickModelSimulator, shuffle_positions
@@ -792,11 +793,13 @@ class DoublyRobustMixin:
                 generator=self.generator,
             )
         last_log = time.monotonic()
+        meter = Progress(steps, "user simulator", "steps", initial=step, log_lines=False)  # rate and time left
         while step < steps and not stopping.stop:
             step += 1
             with LEDGER.in_phase("simulator_train"):
                 batch = self._session_batch(feed, train_set)
             loss = update(batch.features, batch.mask, batch.labels, step=step)
+            meter.set(step)
             trivial.add(batch.labels, batch.mask)
             if step % config.simulator_eval_every == 0 or step == steps:
                 heldout_ll, _ = self.simulator_log_likelihood(heldout)
@@ -805,10 +808,10 @@ class DoublyRobustMixin:
                     best_state = copy.deepcopy(self.simulator.state_dict())
                 LOGGER.info(
                     "user simulator: step %d/%d loss %.4f held-out click log-likelihood %.4f per session "
-                    "(best %.4f at step %d, %s)",
+                    "(best %.4f at step %d, %s), %s",
                     step, steps, loss, heldout_ll, stopping.best, stopping.best_step,
                     "%d/%d evaluations without improvement" % (stopping.bad_evals, stopping.patience)
-                    if stopping.patience else "no early stopping",
+                    if stopping.patience else "no early stopping", meter.text(),
                 )
                 if partial_path:
                     save_training_state(partial_path, {
@@ -826,8 +829,9 @@ class DoublyRobustMixin:
             elif (config.simulator_log_every and step % config.simulator_log_every == 0) or (
                 time.monotonic() - last_log >= LOG_SECONDS
             ):
-                LOGGER.info("user simulator: step %d/%d loss %.4f", step, steps, loss)
+                LOGGER.info("user simulator: step %d/%d loss %.4f, %s", step, steps, loss, meter.text())
                 last_log = time.monotonic()
+        meter.close()
         if best_state is not None:
             self.simulator.load_state_dict(best_state)
             LOGGER.info(

@@ -178,26 +178,29 @@ def run_all(
 
 
 def _collect(outcomes: Iterator[Outcome], n_pending: int, progress: bool, log: logging.Logger) -> Dict[str, str]:
-    """Log each outcome, write failed.json for a run that raised or whose job died; run_dir -> reason of the failed."""
-    from tqdm import tqdm
+    """Log each outcome with the rate and time left (a tqdm bar too, with ``progress`` and tqdm installed), write
+    failed.json for a run that raised or whose job died; run_dir -> reason of the failed."""
+    from ..progress import Progress
 
     failed: Dict[str, str] = {}
     started = time.time()
+    meter = Progress(n_pending, "runs", "runs", mode=None if progress else "lines", log_lines=False)
     try:
-        with tqdm(total=n_pending, desc="runs", unit="run", disable=None if progress else True) as bar:
-            for count, (run, reason, details) in enumerate(outcomes, 1):
-                if reason is not None:
-                    if details:  # execute_run did not get to write failed.json
-                        reason = write_failure(run.run_dir, reason, **details)
-                    failed[run.run_dir] = reason
-                    log.error("[%d/%d] FAILED %s: %s", count, n_pending, run.run_dir, reason)
-                else:
-                    log.info("[%d/%d] done %s (%.0f s elapsed)", count, n_pending, run.run_dir, time.time() - started)
-                bar.update(1)
+        for count, (run, reason, details) in enumerate(outcomes, 1):
+            meter.update(1)
+            if reason is not None:
+                if details:  # execute_run did not get to write failed.json
+                    reason = write_failure(run.run_dir, reason, **details)
+                failed[run.run_dir] = reason
+                log.error("[%d/%d] FAILED %s: %s (%s)", count, n_pending, run.run_dir, reason, meter.text())
+            else:
+                log.info("[%d/%d] done %s (%s)", count, n_pending, run.run_dir, meter.text())
     except BaseException:
+        meter.close()
         outcomes.close()  # stops the executor's runs
         log.error("stopped; the unfinished runs start again on the next invocation")
         raise
+    meter.close()
     log.info("finished: %d failed, %.0f s", len(failed), time.time() - started)
     return failed
 

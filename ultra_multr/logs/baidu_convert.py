@@ -5,9 +5,19 @@
 
 writes ``<out>/``:
 
-- ``valid/`` and ``test/``: the annotated queries (graded 0-4), split by a
-  seeded permutation of their ``query_md5`` (``--valid_share`` to valid),
-  every document of a query in the file's order;
+- ``valid/`` and ``test/``, by ``--protocol``:
+
+  * ``annotations`` (default, ours): the annotated queries (graded 0-4), split
+    by a seeded permutation of their ``query_md5`` (``--valid_share`` to valid,
+    ``--seed`` default 0), every document of a query in the file's order;
+  * ``reproducibility`` (the published protocol of Hager et al.,
+    philipphager/ultr-reproducibility at 78d8060, ``main.py``): the sessions of
+    the held-out click files (``--heldout_files``, part 0) split 50/50 by
+    :func:`heldout_split` (``--seed`` default 381, their ``random_state``);
+    ``valid/`` holds the first half (their validation clicks: its sessions as
+    lists with their clicks as labels), the second half is their click
+    log-likelihood test (``baidu_click_ll --data_dir``), and ``test/`` holds
+    every annotated query (their ranking metrics use all annotations);
 - ``train/``: a stub of ``--stub_lists`` lists, the first sessions with a click
   of the first click file (top ``--top_n`` positions, clicks as labels).  main.py must read
   a training split; the feed replays the log instead and uses the stub's lists
@@ -21,20 +31,23 @@ writes ``<out>/``:
   patterns, with the converter's features and scaling); change
   ``learning_algorithm`` for a baseline.
 
-Features are those the feed reads (same ``--features`` and lexical scaling).
+Features are those the feed reads (same ``--features`` and lexical scaling), standardised per
+feature with statistics fitted on ``--log_files`` (:mod:`ultra_multr.logs.standardize`;
+``<out>/feature_standardization.json``, named in ``main_settings.json``; ``--no_standardize``: off).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
-from typing import Dict, Iterable, List, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 
 from ..data.ultra_format import RankedQuery, atomic_write_text, ultra_data_dir, write_settings, write_split
-from . import baidu
+from . import baidu, standardize
 
 PROG = "python -m ultra_multr.logs.baidu_convert"
 MAX_LABEL = 4
@@ -75,7 +88,44 @@ def valid_queries(query_md5: np.ndarray, valid_share: float, seed: int) -> np.nd
     return np.isin(query_md5, shuffled[:n_valid])
 
 
-def ranked_queries(sessions: baidu.Sessions, rows: Iterable[int]) -> List[RankedQuery]:
+#: --protocol choices.
+PROTOCOLS = ("annotations", "reproducibility")
+#: Each protocol's default --seed: ours 0; ultr-reproducibility's config/config.yaml ``random_state: 381``.
+DEFAULT_SEEDS = {"annotations": 0, "reproducibility": 381}
+
+
+def heldout_split(n_sessions: int, seed: int = 381) -> tuple:
+    """(validation rows, test rows) of ``n_sessions`` held-out sessions, as ultr-reproducibility splits its
+    test clicks: ``random_split(test_clicks, shuffle=True, random_state=seed, test_size=0.5)``, i.e. scikit-learn's
+    ``train_test_split`` of ``arange(n)``, whose first part (``train_idx``) becomes ``val_clicks`` and second
+    (``test_idx``) ``test_clicks``.  scikit-learn's ShuffleSplit draws ``RandomState(seed).permutation(n)``
+    and takes the first ``ceil(n / 2)`` as test, the rest as train; this reproduces it with numpy alone
+    (the rows in that permutation's order).
+
+    Raises:
+        ValueError: fewer than 2 sessions.
+    """
+    if n_sessions < 2:
+        raise ValueError("%d held-out sessions; need 2 or more for validation and test" % n_sessions)
+    permutation = np.random.RandomState(seed).permutation(n_sessions)
+    n_test = int(math.ceil(0.5 * n_sessions))
+    return permutation[n_test:], permutation[:n_test]
+
+
+def heldout_rows(paths: Sequence[str], seed: int, half: str) -> Dict[str, np.ndarray]:
+    """path -> sorted rows (sessions of that file) in ``half`` ("validation" or "test") of :func:`heldout_split`
+    over the sessions of ``paths`` numbered in the order given, file after file (the loader's order)."""
+    if half not in ("validation", "test"):
+        raise ValueError("half must be validation or test, got %r" % half)
+    counts = [baidu.session_count(path) for path in paths]
+    chosen = heldout_split(sum(counts), seed)[0 if half == "validation" else 1]
+    in_half = np.zeros(sum(counts), dtype=bool)
+    in_half[chosen] = True
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    return {path: np.flatnonzero(in_half[offsets[i]:offsets[i + 1]]) for i, path in enumerate(paths)}
+
+
+def ranked_queries(sessions: baidu.Sessions, rows: Iterable[int], prefix: str = "r") -> List[RankedQuery]:
     """ULTRA lists of the given rows: qid = ``query_md5``, documents in logged order (a gap in the positions
     closes up: ULTRA's lists have no holes), ``clicks`` as labels."""
     queries = []
@@ -84,7 +134,7 @@ def ranked_queries(sessions: baidu.Sessions, rows: Iterable[int]) -> List[Ranked
         n = int(shown.sum())
         queries.append(RankedQuery(
             qid=str(sessions.query_md5[row]),
-            doc_ids=["r%d-%s" % (row, text) for text in sessions.text_md5[row, shown]],
+            doc_ids=["%s%d-%s" % (prefix, row, text) for text in sessions.text_md5[row, shown]],
             features=sessions.features[row, shown],
             labels=sessions.clicks[row, shown],
             initial_scores=np.arange(n, 0, -1, dtype=np.float64),
@@ -93,35 +143,67 @@ def ranked_queries(sessions: baidu.Sessions, rows: Iterable[int]) -> List[Ranked
 
 
 def convert(annotations: str, log_patterns: Sequence[str], out: str, features: str = "lexical", top_n: int = 10,
-            valid_share: float = 0.5, stub_lists: int = 100, log1p_lexical: bool = True, seed: int = 0
-            ) -> Dict[str, int]:
+            valid_share: float = 0.5, stub_lists: int = 100, log1p_lexical: bool = True, seed: Optional[int] = None,
+            standardize_features: bool = True, protocol: str = "annotations",
+            heldout_patterns: Sequence[str] = ()) -> Dict[str, int]:
     """Write the data directory (see the module docstring); returns lists per split.
 
+    Args:
+        seed: the split's seed (None: :data:`DEFAULT_SEEDS` of ``protocol``).
+        standardize_features: fit per-feature standardisation on the log files and apply it everywhere.
+        protocol: one of :data:`PROTOCOLS`.
+        heldout_patterns: the held-out click files (``reproducibility`` only).
+
     Raises:
-        ValueError: ``valid_share`` outside (0, 1), fewer than 2 annotated queries, or a bad file
+        ValueError: ``valid_share`` outside (0, 1), fewer than 2 annotated queries (held-out sessions), an
+            unknown protocol, held-out files missing or given to the other protocol, or a bad file
             (:class:`~ultra_multr.logs.baidu.BaiduSchemaError`).
     """
-    graded = baidu.read_sessions(annotations, features, None, log1p_lexical)
+    if protocol not in PROTOCOLS:
+        raise ValueError("protocol=%r: expected one of %s" % (protocol, ", ".join(PROTOCOLS)))
+    if (protocol == "reproducibility") != bool(heldout_patterns):
+        raise ValueError("--heldout_files (the part-0 click files) is required with --protocol reproducibility "
+                         "and used by it alone")
+    seed = DEFAULT_SEEDS[protocol] if seed is None else int(seed)
+    train_files = baidu.log_files(log_patterns)
+    stats = standardize.fit_files(train_files, features, top_n, log1p_lexical) if standardize_features else None
+    scaled = (lambda s: stats.apply_sessions(s)) if stats else (lambda s: s)  # noqa: E731
+    graded = scaled(baidu.read_sessions(annotations, features, None, log1p_lexical))
     if graded.kind != "annotations":
         raise ValueError("--annotations %s holds click sessions; pass validation.feather" % annotations)
-    try:
-        in_valid = valid_queries(graded.query_md5, valid_share, seed)
-    except ValueError as error:
-        raise ValueError("%s: %s" % (annotations, error)) from None
-    first = baidu.log_files(log_patterns)[0]
-    logged = baidu.read_sessions(first, features, top_n, log1p_lexical)
-    counts = {
-        # ULTRA drops lists without a positive label: the stub's sessions have a click.
-        "train": write_split(out, "train", ranked_queries(logged, np.flatnonzero(logged.clicks.sum(axis=1) > 0)[:stub_lists])),
-        "valid": write_split(out, "valid", ranked_queries(graded, np.flatnonzero(in_valid))),
-        "test": write_split(out, "test", ranked_queries(graded, np.flatnonzero(~in_valid))),
-    }
-    write_settings(out, baidu.feature_size(features), MAX_LABEL)
+    logged = scaled(baidu.read_sessions(train_files[0], features, top_n, log1p_lexical))
+    # ULTRA drops lists without a positive label: the stub's sessions have a click.
+    counts = {"train": write_split(out, "train", ranked_queries(
+        logged, np.flatnonzero(logged.clicks.sum(axis=1) > 0)[:stub_lists]))}
     record = {"annotations": os.path.abspath(annotations), "features": features, "log1p_lexical": log1p_lexical,
-              "valid_share": valid_share, "seed": seed}
+              "protocol": protocol, "seed": seed, "top_n": top_n}
+    if protocol == "annotations":
+        try:
+            in_valid = valid_queries(graded.query_md5, valid_share, seed)
+        except ValueError as error:
+            raise ValueError("%s: %s" % (annotations, error)) from None
+        counts["valid"] = write_split(out, "valid", ranked_queries(graded, np.flatnonzero(in_valid)))
+        counts["test"] = write_split(out, "test", ranked_queries(graded, np.flatnonzero(~in_valid)))
+        record["valid_share"] = valid_share
+    else:
+        heldout = baidu.log_files(heldout_patterns)
+        validation = heldout_rows(heldout, seed, "validation")
+        lists: List[RankedQuery] = []
+        for index, path in enumerate(heldout):
+            sessions = scaled(baidu.read_sessions(path, features, top_n, log1p_lexical))
+            lists += ranked_queries(sessions, validation[path], "h%d-" % index)
+        counts["valid"] = write_split(out, "valid", lists)
+        counts["test"] = write_split(out, "test", ranked_queries(graded, range(len(graded))))
+        record["heldout_files"] = [os.path.abspath(path) for path in heldout]
+    standardize_hparam = "none"
+    if stats is not None:
+        standardize_hparam = os.path.abspath(stats.save(os.path.join(out, standardize.STATS_JSON)))
+        record["standardization"] = standardize_hparam
+    write_settings(out, baidu.feature_size(features), MAX_LABEL)
     atomic_write_text(os.path.join(out, CONVERSION_JSON), json.dumps(record, indent=1) + "\n")
     patterns = ";".join(os.path.abspath(os.path.expanduser(p)) for p in log_patterns)
-    feed_hparams = "log_files=%s,features=%s,log1p_lexical=%s,seed=0" % (patterns, features, str(log1p_lexical).lower())
+    feed_hparams = "log_files=%s,features=%s,log1p_lexical=%s,seed=0,standardize=%s" % (
+        patterns, features, str(log1p_lexical).lower(), standardize_hparam)
     settings = dict(MAIN_SETTINGS, train_input_hparams=feed_hparams)
     atomic_write_text(os.path.join(out, MAIN_SETTINGS_JSON), json.dumps(settings, indent=1) + "\n")
     return counts
@@ -138,16 +220,29 @@ def main(argv: Sequence[str] = None) -> int:
     parser.add_argument("--valid_share", type=float, default=0.5, help="share of annotated queries in valid/")
     parser.add_argument("--stub_lists", type=int, default=100, help="lists of the train stub (session buckets)")
     parser.add_argument("--no_log1p", action="store_true", help="keep the lexical features unscaled")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the valid/test split")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of the valid/test split (default: 0 for annotations, 381 for reproducibility)")
+    parser.add_argument("--no_standardize", action="store_true",
+                        help="no per-feature standardisation (default: fitted on --log_files, applied everywhere)")
+    parser.add_argument("--protocol", choices=PROTOCOLS, default="annotations",
+                        help="annotations: valid/test = annotated queries split by --valid_share (ours); "
+                             "reproducibility: valid = half of --heldout_files' sessions, test = all annotations "
+                             "(ultr-reproducibility's)")
+    parser.add_argument("--heldout_files", default="",
+                        help="glob patterns of the held-out click files (part 0), ';'-separated (reproducibility)")
     args = parser.parse_args(argv)
     try:
         counts = convert(args.annotations, [p for p in args.log_files.split(";") if p.strip()], args.out,
-                         args.features, args.top_n, args.valid_share, args.stub_lists, not args.no_log1p, args.seed)
+                         args.features, args.top_n, args.valid_share, args.stub_lists, not args.no_log1p, args.seed,
+                         not args.no_standardize, args.protocol,
+                         [p for p in args.heldout_files.split(";") if p.strip()])
     except (ValueError, OSError) as error:
         print("%s: error: %s" % (PROG, error), file=sys.stderr)
         return 2
-    print("%s: train stub %d lists, valid %d and test %d annotated queries"
-          % (ultra_data_dir(args.out), counts["train"], counts["valid"], counts["test"]))
+    print("%s: train stub %d lists, valid %d %s, test %d annotated queries"
+          % (ultra_data_dir(args.out), counts["train"], counts["valid"],
+             "annotated queries" if args.protocol == "annotations" else "held-out sessions with a click",
+             counts["test"]))
     return 0
 
 

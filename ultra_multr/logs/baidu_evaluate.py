@@ -6,7 +6,11 @@ label >= 1) on the annotated queries of one split, every document of a query
 scored, no query dropped (a query without a relevant document scores 0 on
 nDCG and MRR).  The annotations are read from the feather file the
 converter recorded (``baidu_conversion.json`` of the data directory), with
-the same features, scaling and valid/test split.
+the same features, scaling and valid/test split (protocol ``reproducibility``:
+test is every annotated query, and there is no annotated valid split), and
+standardised with the statistics stored with the model
+(``<model_dir>/feature_standardization.json``, else the data directory's:
+:func:`ultra_multr.logs.standardize.stored_with_model`).
 
 ``python -m ultra_multr.logs.baidu_evaluate --data_dir D --setting_file S --model_dir M --out O [--split test]``
 writes ``O/per_query_metrics.csv`` and ``O/metrics.json``.
@@ -24,7 +28,7 @@ from ..data.ultra_format import atomic_write_text
 from ..experiments.evaluate import METRICS_JSON, PER_QUERY_CSV, load_ranker, write_per_query_csv
 from ..experiments.jsonfile import read_json
 from ..experiments.metrics import dcg_at_k, mrr_at_k, ndcg_at_k
-from . import baidu
+from . import baidu, standardize
 from .baidu_convert import CONVERSION_JSON, valid_queries
 
 #: The benchmark's metrics (Hager et al., SIGIR 2024), in report order.
@@ -70,18 +74,29 @@ def evaluate(data_dir: str, settings: dict, model_dir: str, out_dir: str, split:
                          % record_path)
     record = read_json(record_path, "Baidu-ULTR conversion record")
     sessions = baidu.read_sessions(record["annotations"], record["features"], None, record["log1p_lexical"])
-    rows = np.flatnonzero(valid_queries(sessions.query_md5, record["valid_share"], record["seed"]) == (split == "valid"))
+    stats = standardize.stored_with_model(model_dir, data_dir)
+    if stats is not None:
+        sessions = stats.apply_sessions(sessions)
+    if record.get("protocol", "annotations") == "reproducibility":
+        if split == "valid":
+            raise ValueError("%s was converted with --protocol reproducibility: valid/ holds held-out click sessions, "
+                             "and every annotated query is in test" % data_dir)
+        rows = np.arange(len(sessions))
+    else:
+        rows = np.flatnonzero(valid_queries(sessions.query_md5, record["valid_share"], record["seed"]) == (split == "valid"))
     scores = score_annotations(load_ranker(settings, model_dir, baidu.feature_size(record["features"])), sessions)
     per_query = [baidu_metrics(sessions.clicks[r, sessions.mask[r]], scores[r, sessions.mask[r]]) for r in rows]
     table = {name: np.array([values[name] for values in per_query]) for name in BAIDU_METRICS}
     write_per_query_csv(os.path.join(out_dir, PER_QUERY_CSV), [str(q) for q in sessions.query_md5[rows]], table)
     summary = {name: float(np.mean(table[name])) if len(rows) else 0.0 for name in BAIDU_METRICS}
-    summary.update(split=split, n_queries=int(len(rows)), annotations=record["annotations"])
+    summary.update(split=split, n_queries=int(len(rows)), annotations=record["annotations"],
+                   protocol=record.get("protocol", "annotations"), standardized=stats is not None)
     atomic_write_text(os.path.join(out_dir, METRICS_JSON), json.dumps(summary, indent=1) + "\n")
     return summary
 
 
 def main(argv: Sequence[str] = None) -> None:
+    """Console script ``ultra-multr-baidu-evaluate``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data_dir", required=True, help="the directory baidu_convert wrote")
     parser.add_argument("--setting_file", required=True, help="the settings JSON given to main.py")

@@ -30,19 +30,24 @@ runs of ``query_no``, numbered in file order).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple
 
 import numpy as np
 import torch
 
+from ..compat import runtime
 from ..config import require
 from ..feeds import QueryArrays
-from . import baidu
+from ..progress import ENV as PROGRESS_ENV, Progress
+from . import baidu, standardize
 from .session_replay import SessionReplayFeed
 
 #: Multiplier of the file index in a session's bucket number.
 BUCKET_FILE_STRIDE = 1000003
+#: Statistics fitted by feeds of this process (MULTR builds several feeds of one log): key -> Standardizer.
+_FITTED: dict = {}
 
 
 @dataclass(frozen=True)
@@ -57,12 +62,17 @@ class BaiduSessionFeedHParams:
         log1p_lexical: scale the lexical features by sign(x) log(1 + |x|)
             (the converter must have used the same).
         seed: seed of the file and session orders.
+        standardize: per-feature standardisation (:mod:`ultra_multr.logs.standardize`): the path of the
+            statistics the converter wrote (``<data_dir>/feature_standardization.json``; the converter's
+            ``main_settings.json`` names it), ``fit`` (default: fit them on ``log_files``, as the converter
+            does) or ``none`` (the features as read).
     """
 
     log_files: str = ""
     features: str = "lexical"
     log1p_lexical: bool = True
     seed: int = 0
+    standardize: str = "fit"
 
     def __post_init__(self) -> None:
         require(bool(self.log_files.strip()), "log_files is required: glob patterns of Baidu-ULTR click files, ';'-separated")
@@ -94,11 +104,49 @@ class BaiduSessionFeed(SessionReplayFeed):
         self._buckets = np.zeros(0, dtype=np.int64)
         self._order = np.zeros(0, dtype=np.int64)
         self._cursor = 0
+        self._passes, self._meter = 0, None
+        self.standardizer = self._standardizer()
+
+    def _standardizer(self) -> Optional[standardize.Standardizer]:
+        """The statistics of the ``standardize`` hparam (None: ``none``), copied into main.py's --model_dir.
+
+        Raises:
+            ValueError: statistics fitted under other reader settings, or for another feature size.
+        """
+        choice = self.hparams.standardize.strip()
+        if choice.lower() == "none":
+            return None
+        if choice.lower() == "fit":
+            key = (tuple(self.files), self.hparams.features, self.rank_list_size, self.hparams.log1p_lexical)
+            if key not in _FITTED:
+                _FITTED[key] = standardize.fit_files(self.files, self.hparams.features, self.rank_list_size,
+                                                     self.hparams.log1p_lexical)
+            stats = _FITTED[key]
+        else:
+            stats = standardize.Standardizer.load(choice)
+        stats.check_reader("%s standardize=%s" % (type(self).__name__, choice), self.hparams.features,
+                           self.hparams.log1p_lexical)
+        args = runtime.main_args()
+        if args is not None and getattr(args, "model_dir", None):
+            os.makedirs(args.model_dir, exist_ok=True)
+            target = os.path.join(args.model_dir, standardize.STATS_JSON)
+            if not (os.path.isfile(target) and standardize.Standardizer.load(target).same_as(stats)):
+                stats.save(target)
+        return stats
 
     def _next_file(self) -> None:
         """Load the next file of the pass (a new seeded pass after the last) and permute its sessions."""
+        if self._meter is not None:
+            self._meter.update(1)  # the previous file is done
         if not self._file_order:
             self._file_order = torch.randperm(len(self.files), generator=self.generator).tolist()
+            if self._meter is not None:
+                self._meter.close()
+            self._passes += 1
+            # a log line per file with the rate and the time left in the pass (no tqdm bar inside main.py's loop)
+            self._meter = Progress(len(self.files), "%s: pass %d over the log" % (type(self).__name__, self._passes),
+                                   "files", every_s=0.0,
+                                   mode="off" if os.environ.get(PROGRESS_ENV) == "off" else "lines")
         index = self._file_order.pop(0)
         self._sessions = None  # one file in memory at a time
         sessions = baidu.read_sessions(self.files[index], self.hparams.features, self.rank_list_size,
@@ -106,7 +154,7 @@ class BaiduSessionFeed(SessionReplayFeed):
         if sessions.kind != "clicks":
             raise ValueError("%s: log_files matches %s, which holds annotations, not click sessions"
                              % (type(self).__name__, self.files[index]))
-        self._sessions = sessions
+        self._sessions = sessions if self.standardizer is None else self.standardizer.apply_sessions(sessions)
         self._buckets = self._buckets_of(sessions, np.arange(len(sessions), dtype=np.int64))
         self._order = torch.randperm(len(sessions), generator=self.generator).numpy()
         self._cursor = 0
