@@ -22,6 +22,7 @@ from torch.utils.tensorboard import SummaryWriter  # noqa: E402
 
 from ultra_multr.compat.runtime import create_ranking_model  # noqa: E402
 from ultra_multr.data.synthetic import write_recipe_dataset  # noqa: E402
+from ultra_multr.experiments.aggregate import METRICS  # noqa: E402
 from ultra_multr.experiments.methods import ultra_settings  # noqa: E402
 from ultra_multr.experiments.runner import expand_runs, load_config  # noqa: E402
 
@@ -47,7 +48,8 @@ def _run(root, name, seed, last, data_dir, checkpoint=True):
     1 at step 100, ``last`` at step 200; losses) and, with ``checkpoint``, an untrained ranker as main.py saves it."""
     run_dir = os.path.join(root, "runs", "generated", "Fold1", name, "seed%d" % seed)
     os.makedirs(os.path.join(run_dir, "model"))
-    info = {"dataset": "generated", "fold": "Fold1", "method": name, "variant": None, "seed": seed, "data_dir": data_dir}
+    info = {"dataset": "generated", "fold": "Fold1", "method": name, "label": name, "variant": None, "seed": seed,
+            "data_dir": data_dir}
     settings = ultra_settings({"train_input_hparams": {"click_model_json": CASCADE, "seed": seed},
                                "ranking_model": "ultra.ranking_model.DNN",
                                "ranking_model_hparams": {"hidden_layer_sizes": [4]}}, "ultra_multr.DLA")
@@ -55,6 +57,11 @@ def _run(root, name, seed, last, data_dir, checkpoint=True):
                                ("metrics.json", {"ndcg_10": 0.5})):
         with open(os.path.join(run_dir, file_name), "w") as handle:
             json.dump(payload, handle)
+    # per-query test metrics: every metric 0.5 on q0, and on q1 0.5 plus the run's propensity at position 2
+    with open(os.path.join(run_dir, "per_query_metrics.csv"), "w") as handle:
+        handle.write("qid," + ",".join(METRICS) + "\n")
+        for qid, value in (("q0", 0.5), ("q1", 0.5 + last[1])):
+            handle.write(qid + "," + ",".join([str(value)] * len(METRICS)) + "\n")
     writer = SummaryWriter(os.path.join(run_dir, "model", "train_log"))
     for i, value in enumerate(last):
         writer.add_scalar("propensity/position_%02d" % (i + 1), 1.0, 100)
@@ -138,6 +145,8 @@ def test_evidence_reads_the_final_ranker_on_the_training_lists_and_adds_the_data
     assert texts["curves.md"].splitlines()[-1].startswith("| reference |")  # after the trained rows
     assert "corr(logging feature, label)" in texts["data.md"]
     assert os.path.getsize(os.path.join(root, "results", "curves.png")) > 0
+    # q1: dla 0.5 + 0.5, multr 0.5 + 0.4; q0 equal: a mean difference of 0.05, and p = 1 with one differing query
+    assert "| dla__default | multr__default | 1, 1 | +0.0500 | 1 |" in texts["pairs.md"].splitlines()
 
 
 def test_score_evidence_and_implied_propensity_on_hand_made_lists():

@@ -561,6 +561,28 @@ def write_figure(rows: Sequence[Dict[str, object]], path: str) -> None:
         plt.close(figure)
 
 
+def pairs_markdown(runs_dir: str, n_permutations: int = 10000) -> str:
+    """Every pair of the runs' labels: nDCG@10 difference over the test queries pooled over seeds, and its paired
+    two-sided Fisher randomisation p."""
+    from ultra_multr.experiments.aggregate import collect_runs
+    from ultra_multr.experiments.compare import paired
+    from ultra_multr.experiments.significance import randomization_test
+
+    groups: Dict[str, list] = {}
+    for record in collect_runs(runs_dir):
+        groups.setdefault(record.info["label"], []).append(record)
+    lines = ["Test nDCG@10, a minus b over the test queries (each averaged over seeds); p: paired two-sided Fisher "
+             "randomisation test, %d permutations." % n_permutations, "",
+             "| a | b | runs | nDCG@10 a - b | p |", "|---|---|---|---|---|"]
+    labels = sorted(groups)
+    for i, a in enumerate(labels):
+        for b in labels[i + 1:]:
+            x, y = paired(groups[a], groups[b], "ndcg_10")
+            lines.append("| %s | %s | %d, %d | %+.4f | %.4g |" % (
+                a, b, len(groups[a]), len(groups[b]), float(np.mean(x - y)), randomization_test(x, y, n_permutations)))
+    return "\n".join(lines) + "\n"
+
+
 def write_tables(runs_dir: str, results_dir: str, evidence: bool = True, figure: bool = True) -> Dict[str, str]:
     """curves.csv / .md (and evidence.csv / .md, data.md) of the finished runs under ``runs_dir``, and with
     ``figure`` curves.png; returns name -> text of the text files."""
@@ -577,6 +599,7 @@ def write_tables(runs_dir: str, results_dir: str, evidence: bool = True, figure:
             texts["data.md"] = "\n".join(sections)
     texts.update({"curves.csv": _csv(rows, CURVE_COLUMNS), "curves.md": curves_markdown(rows)})
     if evidence:
+        texts["pairs.md"] = pairs_markdown(runs_dir)
         found = [run_evidence(run_dir) for run_dir in finished_run_dirs(runs_dir)]
         found.sort(key=lambda r: (r["method"], r["variant"], r["fold"], r["seed"]))
         texts["evidence.csv"] = _csv(found, EVIDENCE_COLUMNS)

@@ -84,6 +84,9 @@ Where this follows the paper and where it differs:
   tested against the literal formula).  EIB takes the observed list's real
   clicks without propensity correction and the re-rankings' pseudo clicks,
   as the EIB estimator does.
+* Propensities: by default DLA's examination model learns against a second
+  ranker trained by DLA's own loss (``propensity_ranker=dla``), so they are
+  DLA's; the paper couples it to MULTR's ranker (``propensity_ranker=multr``).
 * Batch reduction: by default DLA's (the batch's weighted mean of Delta,
   ``dr_normalization=batch_weight``), so that one learning rate is one step
   size for DLA and MULTR; the mean of Eq. dr_loss over the batch's queries
