@@ -56,20 +56,31 @@ METHODS = {
                      "learning_algorithm_hparams": PILOT, "train_input_hparams": {"oracle_mode": True}},
     "dla_pilot": {"label": "DLA", "role": "baseline", "learning_algorithm": "ultra_multr.DLA",
                   "learning_algorithm_hparams": PILOT},
+    "naive_pilot": {"label": "Naive", "role": "baseline", "learning_algorithm": "ultra_multr.Naive",
+                    "learning_algorithm_hparams": PILOT},
+    # the simulator stops on its held-out curve (patience 5 x 250 steps), the cap of 10,000 is the paper's
+    "multr_pilot": {"label": "MULTR", "role": "multr", "learning_algorithm": "ultra_multr.MULTR",
+                    "learning_algorithm_hparams": dict(PILOT, simulator_steps=10000)},
+    "rand_multr_pilot": {"label": "Rand-MULTR", "role": "multr", "learning_algorithm": "ultra_multr.MULTR",
+                         "learning_algorithm_hparams": dict(PILOT, simulator_steps=0)},
 }
+#: The screening's two methods; the grid's (--grid) add Naive, MULTR and Rand-MULTR.
+SCREEN_METHODS = ("oracle_pilot", "dla_pilot")
+GRID_COLUMNS = ("data", "regime", "method", "runs", "ndcg10", "delta_vs_dla", "p_vs_dla", "p_holm")
 GOAL_GAP, GOAL_P = 0.010, 0.01
 COLUMNS = ("recipe", "nonlinear", "label_noise", "features", "train_queries", "logger_ndcg10", "oracle_ndcg10",
            "dla_ndcg10", "gap", "p", "goal_met")
 
 
-def study_config(out: str, data_dirs: Dict[str, str], seed: int, steps: int) -> dict:
+def study_config(out: str, data_dirs: Dict[str, str], seeds: Sequence[int], steps: int,
+                 methods: Sequence[str] = SCREEN_METHODS) -> dict:
     """The runner's config: each recipe a fold of the dataset "recipe"."""
     return {
         "output_dir": out,
         "datasets": {"recipe": dict(data_dirs)},
-        "methods": list(METHODS),
-        "extra_methods": METHODS,
-        "seeds": [seed],
+        "methods": list(methods),
+        "extra_methods": {name: METHODS[name] for name in methods},
+        "seeds": list(seeds),
         "settings": {
             "train_input_hparams": {"click_model_json": CASCADE},
             "ranking_model_hparams": {"hidden_layer_sizes": [512, 256, 128]},
@@ -113,6 +124,41 @@ def screening_rows(runs_dir: str, data_dirs: Dict[str, str], n_permutations: int
     return rows
 
 
+def grid_rows(runs_dir: str, methods: Sequence[str], n_permutations: int = 10000) -> List[dict]:
+    """The issue's table, recipe group, cascade: each method against DLA over the test queries of every recipe and
+    seed that both finished (each query averaged over seeds); Holm over this one cell is p itself."""
+    dla = compare.method_runs(runs_dir, "dla_pilot")
+    rows = []
+    for method in methods:
+        try:
+            runs = compare.method_runs(runs_dir, method)
+        except ValueError:  # not finished (yet)
+            continue
+        a, b = compare.paired(runs, dla, "ndcg_10")
+        same = method == "dla_pilot"
+        p = 1.0 if same else randomization_test(a, b, n_permutations)
+        rows.append({"data": "ultra_recipe", "regime": "cascade", "method": METHODS[method]["label"],
+                     "runs": len(runs), "ndcg10": "%.4f" % float(np.mean(a)),
+                     "delta_vs_dla": "" if same else "%+.4f" % float(np.mean(a - b)),
+                     "p_vs_dla": "" if same else "%.4g" % p, "p_holm": "" if same else "%.4g" % p})
+    return rows
+
+
+def write_grid(rows: Sequence[dict], results_dir: str, steps: int, seeds: Sequence[int], recipes: Sequence[str]) -> None:
+    """``paper_setting.csv`` and ``paper_setting.md`` (atomically)."""
+    csv = ",".join(GRID_COLUMNS) + "\n" + "".join(",".join(str(row[c]) for c in GRID_COLUMNS) + "\n" for row in rows)
+    atomic_write_text(os.path.join(results_dir, "paper_setting.csv"), csv)
+    lines = [
+        "Recipe group (%s), cascade clicks, seeds %s, %d ranker updates for every method, every learning rate from "
+        "the same pilot {0.01, 0.05}; MULTR's simulator stopped by its held-out curve (cap 10,000). delta and p: "
+        "against DLA, paired two-sided Fisher randomisation test over the pooled test queries (each averaged over "
+        "seeds)." % (", ".join(recipes), ", ".join(map(str, seeds)), steps),
+        "", "| " + " | ".join(GRID_COLUMNS) + " |", "|---" * len(GRID_COLUMNS) + "|",
+    ]
+    lines += ["| " + " | ".join(str(row[c]) for c in GRID_COLUMNS) + " |" for row in rows]
+    atomic_write_text(os.path.join(results_dir, "paper_setting.md"), "\n".join(lines) + "\n")
+
+
 def write_tables(rows: Sequence[dict], results_dir: str, steps: int, seed: int) -> None:
     """``screening.csv`` and ``screening.md`` (atomically)."""
     csv = ",".join(COLUMNS) + "\n" + "".join(",".join(str(row[c]) for c in COLUMNS) + "\n" for row in rows)
@@ -135,7 +181,11 @@ def main(argv: Sequence[str] = None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=list(RECIPES))
     parser.add_argument("--steps", type=int, default=2000)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="the screening's seed")
+    parser.add_argument("--grid", type=int, nargs="+", metavar="SEED",
+                        help="the grid's first cell instead of the screening: Oracle, Naive, DLA, MULTR, Rand-MULTR "
+                             "with these seeds on --recipes")
+    parser.add_argument("--methods", nargs="+", choices=list(METHODS), help="with --grid: run only these")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--results", default=RESULTS)
@@ -149,12 +199,19 @@ def main(argv: Sequence[str] = None) -> int:
                 write_recipe_dataset(data_dir, RECIPES[name])
             atomic_write_text(os.path.join(out, "data", name + ".recipe.json"),
                               json.dumps(asdict(RECIPES[name]), sort_keys=True) + "\n")
-        config_path = os.path.join(out, "screen.json")
-        atomic_write_text(config_path, json.dumps(study_config(out, data_dirs, args.seed, args.steps), indent=1) + "\n")
+        config_path = os.path.join(out, "grid.json" if args.grid else "screen.json")
+        config = (study_config(out, data_dirs, args.grid, args.steps, args.methods or list(METHODS)) if args.grid
+                  else study_config(out, data_dirs, [args.seed], args.steps))
+        atomic_write_text(config_path, json.dumps(config, indent=1) + "\n")
         code = runner.main([config_path, "--workers", str(args.workers)]
                            + (["--threads", str(args.threads)] if args.threads else []))
         if code:
             return code
+    if args.grid:
+        write_grid(grid_rows(os.path.join(out, "runs"), args.methods or list(METHODS)), args.results, args.steps,
+                   args.grid, args.recipes)
+        print(open(os.path.join(args.results, "paper_setting.md")).read(), end="")
+        return 0
     rows = screening_rows(os.path.join(out, "runs"), data_dirs)
     write_tables(rows, args.results, args.steps, args.seed)
     print(open(os.path.join(args.results, "screening.md")).read(), end="")
