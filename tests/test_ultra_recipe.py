@@ -90,7 +90,7 @@ def test_a_recipe_with_lists_over_ten_is_refused():
         Recipe(docs_per_query=(6, 12))
 
 
-def test_the_screenings_tables_hold_each_recipes_row(tmp_path):
+def load_screen():
     import importlib.util
 
     from conftest import REPO_ROOT
@@ -99,6 +99,23 @@ def test_the_screenings_tables_hold_each_recipes_row(tmp_path):
                                                                          "screen.py"))
     screen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(screen)
+    return screen
+
+
+def test_the_grids_table_is_in_the_issues_format(tmp_path):
+    screen = load_screen()
+    rows = [{"data": "ultra_recipe", "regime": "cascade", "method": "MULTR", "runs": 2, "ndcg10": "0.9400",
+             "delta_vs_dla": "-0.0044", "p_vs_dla": "0.03", "p_holm": "0.03"}]
+    screen.write_grid(rows, str(tmp_path), steps=2000, seeds=[0, 1], recipes=["quadratic_1_f46"])
+    assert (tmp_path / "paper_setting.csv").read_text().splitlines() == [
+        "data,regime,method,runs,ndcg10,delta_vs_dla,p_vs_dla,p_holm",
+        "ultra_recipe,cascade,MULTR,2,0.9400,-0.0044,0.03,0.03"]
+    assert "Recipe group (quadratic_1_f46), cascade clicks, seeds 0, 1, 2000 ranker updates" in \
+        (tmp_path / "paper_setting.md").read_text()
+
+
+def test_the_screenings_tables_hold_each_recipes_row(tmp_path):
+    screen = load_screen()
     row = {"recipe": "quadratic_2", "nonlinear": 2.0, "label_noise": 0.5, "features": 20, "train_queries": 1000,
            "logger_ndcg10": "0.6913", "oracle_ndcg10": "0.9540", "dla_ndcg10": "0.9451", "gap": "+0.0089",
            "p": "0.0004", "goal_met": "no"}
