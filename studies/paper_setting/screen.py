@@ -144,36 +144,31 @@ def grid_rows(runs_dir: str, methods: Sequence[str], n_permutations: int = 10000
     return rows
 
 
+def write_rows(rows: Sequence[dict], columns: Sequence[str], results_dir: str, name: str, caption: str) -> None:
+    """``<name>.csv`` and ``<name>.md`` (the caption, then the rows as a table), atomically."""
+    csv = ",".join(columns) + "\n" + "".join(",".join(str(row[c]) for c in columns) + "\n" for row in rows)
+    atomic_write_text(os.path.join(results_dir, name + ".csv"), csv)
+    lines = [caption, "", "| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
+    lines += ["| " + " | ".join(str(row[c]) for c in columns) + " |" for row in rows]
+    atomic_write_text(os.path.join(results_dir, name + ".md"), "\n".join(lines) + "\n")
+
+
 def write_grid(rows: Sequence[dict], results_dir: str, steps: int, seeds: Sequence[int], recipes: Sequence[str]) -> None:
-    """``paper_setting.csv`` and ``paper_setting.md`` (atomically)."""
-    csv = ",".join(GRID_COLUMNS) + "\n" + "".join(",".join(str(row[c]) for c in GRID_COLUMNS) + "\n" for row in rows)
-    atomic_write_text(os.path.join(results_dir, "paper_setting.csv"), csv)
-    lines = [
+    """``paper_setting.csv`` and ``paper_setting.md``."""
+    write_rows(rows, GRID_COLUMNS, results_dir, "paper_setting", (
         "Recipe group (%s), cascade clicks, seeds %s, %d ranker updates for every method, every learning rate from "
         "the same pilot {0.01, 0.05}; MULTR's simulator stopped by its held-out curve (cap 10,000). delta and p: "
         "against DLA, paired two-sided Fisher randomisation test over the pooled test queries (each averaged over "
-        "seeds)." % (", ".join(recipes), ", ".join(map(str, seeds)), steps),
-        "", "| " + " | ".join(GRID_COLUMNS) + " |", "|---" * len(GRID_COLUMNS) + "|",
-    ]
-    lines += ["| " + " | ".join(str(row[c]) for c in GRID_COLUMNS) + " |" for row in rows]
-    atomic_write_text(os.path.join(results_dir, "paper_setting.md"), "\n".join(lines) + "\n")
+        "seeds)." % (", ".join(recipes), ", ".join(map(str, seeds)), steps)))
 
 
 def write_tables(rows: Sequence[dict], results_dir: str, steps: int, seed: int) -> None:
-    """``screening.csv`` and ``screening.md`` (atomically)."""
-    csv = ",".join(COLUMNS) + "\n" + "".join(",".join(str(row[c]) for c in COLUMNS) + "\n" for row in rows)
-    atomic_write_text(os.path.join(results_dir, "screening.csv"), csv)
-    lines = [
+    """``screening.csv`` and ``screening.md``."""
+    write_rows(rows, COLUMNS, results_dir, "screening", (
         "Screening of recipes in ULTRA's recipe (logger: Rank SVM on 1 %% of labelled training queries, features "
         "only), seed %d, %d ranker updates, cascade clicks, learning rates from the pilot {0.01, 0.05}; gap = Oracle - "
         "DLA nDCG@10, p: paired two-sided Fisher randomisation test over the test queries; goal: gap >= %.3f at "
-        "p <= %.2f." % (seed, steps, GOAL_GAP, GOAL_P),
-        "",
-        "| " + " | ".join(COLUMNS) + " |",
-        "|---" * len(COLUMNS) + "|",
-    ]
-    lines += ["| " + " | ".join(str(row[c]) for c in COLUMNS) + " |" for row in rows]
-    atomic_write_text(os.path.join(results_dir, "screening.md"), "\n".join(lines) + "\n")
+        "p <= %.2f." % (seed, steps, GOAL_GAP, GOAL_P)))
 
 
 def main(argv: Sequence[str] = None) -> int:
