@@ -27,11 +27,12 @@ def run_script(name, *args):
 
 def test_benchmark_prints_a_ratio_for_every_configuration():
     out = run_script("benchmark_step_time.py", "--steps", "2", "--samples", "0", "2", "--expected-samples", "2")
-    rows = dict(re.findall(r"^\| (.+?) \| [0-9.]+ \| ([0-9.]+) ", out, flags=re.M))
-    assert rows["DLA"] == "1.00"
+    rows = {name: (ms, ratio) for name, ms, ratio in re.findall(r"^\| (.+?) \| ([0-9.]+) \| ([0-9.]+) ", out, flags=re.M)}
+    assert rows["DLA"][1] == "1.00"
+    # each configuration measured (its time; a ratio printed with 2 decimals can round to 0.00 on a loaded machine)
     for name in ("MULTR sample_num=0", "MULTR sample_num=2", "MULTR imputation=expected sample_num=2",
                  "simulator training step (Adam)", "lower bound: simulator matrix products alone, sample_num=2"):
-        assert float(rows[name]) > 0, name
+        assert float(rows[name][0]) > 0, name
     assert re.search(r"one-off pass \(imputation_samples=256\): [0-9.]+ s per 1,000 lists", out)
 
 
