@@ -65,3 +65,17 @@ def test_benchmark_scale_tiny_mode_prints_a_row_per_run_with_its_phases(tmp_path
     assert (runs["dla"]["checks_cached"], runs["multr_expected"]["checks_cached"]) == ("no", "yes")
     assert "## Extrapolated to 10000 ranker steps (not measured)" in (tmp_path / "tiny.md").read_text()
     assert (tmp_path / "tiny.csv").read_text().count("\n") == 3
+
+
+def test_the_propensity_ranker_cost_benchmark_prints_both_configurations(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO_ROOT, os.environ.get("PYTHONPATH", "")]))
+    out = tmp_path / "cost.md"
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO_ROOT, "benchmarks", "propensity_ranker_cost.py"), "--queries", "20",
+         "--features", "6", "--batch-size", "8", "--rounds", "3", "--out", str(out)],
+        capture_output=True, text=True, timeout=240, env=env, cwd=REPO_ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = re.findall(r"^\| (multr|dla) .*?\| ([0-9.]+) \| ([0-9.]+) \|$", out.read_text(), flags=re.M)
+    assert [r[0] for r in rows] == ["multr", "dla"] and rows[0][2] == "1.00"
+    assert all(float(ms) > 0 for _, ms, _ in rows) and float(rows[1][2]) > 0
