@@ -55,7 +55,11 @@ Algorithm 1 of the paper inside ULTRA's unmodified ``main.py``:
    A simulator that its held-out sessions reject (below a position-only
    click model) or cannot validate (too few distinct held-out sessions) is
    not used: MULTR then trains with its host's own losses, DLA's
-   (:meth:`DoublyRobustMixin.validate_simulator`).
+   (:meth:`DoublyRobustMixin.validate_simulator`).  DLA's examination model
+   learns against a second ranker that takes DLA's own loss
+   (``propensity_ranker=dla``), so MULTR's propensities are DLA's on the same
+   batches; ``propensity_ranker=multr`` couples it to MULTR's ranker as the
+   paper does (studies/propensity_drift).
 
 Where this follows the paper and where it differs:
 
