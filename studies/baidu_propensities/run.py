@@ -33,7 +33,6 @@ import csv
 import glob
 import json
 import os
-import subprocess
 import sys
 from typing import Dict, Optional
 
@@ -106,23 +105,21 @@ def read_curve(path: str, n_positions: int = N_POSITIONS) -> np.ndarray:
 
 
 def train(main_py: str, data_dir: str, model_dir: str, method: str, args) -> str:
-    with open(os.path.join(data_dir, baidu_convert.MAIN_SETTINGS_JSON)) as handle:
-        settings = json.load(handle)
+    """Train ``method`` through main.py; its model dir (main.py's output in ``main_py.log`` there).
+
+    Raises:
+        RuntimeError: main.py failed.
+    """
     hparams = "learning_rate=0.05,seed=%d,log_every=50" % args.seed
     if method == "MULTR":
         hparams += ",simulator_steps=%d,simulator_batch_size=%d" % (args.simulator_steps, args.batch_size)
-    settings.update(learning_algorithm=METHODS[method], learning_algorithm_hparams=hparams,
-                    ranking_model_hparams="hidden_layer_sizes=[64,32]")
-    os.makedirs(model_dir, exist_ok=True)
-    setting_file = os.path.join(model_dir, "settings.json")
-    atomic_write_text(setting_file, json.dumps(settings, indent=1) + "\n")
-    command = [sys.executable, main_py, "--setting_file", setting_file, "--data_dir", data_dir + "/",
-               "--model_dir", model_dir, "--output_dir", os.path.join(model_dir, "out") + "/",
-               "--batch_size", str(args.batch_size), "--selection_bias_cutoff", str(N_POSITIONS),
-               "--max_train_iteration", str(args.steps), "--steps_per_checkpoint", "100"]
-    with open(os.path.join(model_dir, "main_py.log"), "w") as log:
-        subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True, cwd=model_dir,
-                       env=dict(os.environ, OMP_NUM_THREADS="1", ULTRA_MULTR_PROGRESS="lines"))
+    _, done = baidu_convert.train_through_main_py(
+        main_py, data_dir, model_dir, METHODS[method], hparams, "hidden_layer_sizes=[64,32]", args.batch_size,
+        args.steps, 100, N_POSITIONS,
+    )
+    if done.returncode != 0:
+        raise RuntimeError("main.py training %s failed (exit %d): see %s"
+                           % (method, done.returncode, os.path.join(model_dir, "main_py.log")))
     return model_dir
 
 

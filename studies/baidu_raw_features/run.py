@@ -24,7 +24,6 @@ import csv
 import json
 import os
 import re
-import subprocess
 import sys
 from typing import Dict, List
 
@@ -56,24 +55,13 @@ def make_log(log_dir: str, args) -> object:
 
 def train(main_py: str, data_dir: str, model_dir: str, method: str, learning_rate: float, args) -> Dict:
     """One main.py run; its outcome."""
-    with open(os.path.join(data_dir, baidu_convert.MAIN_SETTINGS_JSON)) as handle:
-        settings = json.load(handle)
     hparams = "learning_rate=%g,seed=%d,log_every=50" % (learning_rate, args.seed)
     if method == "MULTR":
         hparams += ",simulator_steps=%d,simulator_batch_size=%d" % (args.steps, args.batch_size)
-    settings.update(learning_algorithm=METHODS[method], learning_algorithm_hparams=hparams,
-                    ranking_model_hparams="hidden_layer_sizes=[512,256,128],norm=none")
-    os.makedirs(model_dir, exist_ok=True)
-    setting_file = os.path.join(model_dir, "settings.json")
-    atomic_write_text(setting_file, json.dumps(settings, indent=1) + "\n")
-    command = [sys.executable, main_py, "--setting_file", setting_file, "--data_dir", data_dir + "/",
-               "--model_dir", model_dir, "--output_dir", os.path.join(model_dir, "out") + "/",
-               "--batch_size", str(args.batch_size), "--selection_bias_cutoff", str(N_POSITIONS),
-               "--max_train_iteration", str(args.steps), "--steps_per_checkpoint", "50"]
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", ULTRA_MULTR_PROGRESS="lines")
-    done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=model_dir)
-    with open(os.path.join(model_dir, "main_py.log"), "w") as handle:
-        handle.write(done.stdout + "\n--- stderr ---\n" + done.stderr)
+    settings, done = baidu_convert.train_through_main_py(
+        main_py, data_dir, model_dir, METHODS[method], hparams, "hidden_layer_sizes=[512,256,128],norm=none",
+        args.batch_size, args.steps, 50, N_POSITIONS,
+    )
     found = NONFINITE.search(done.stderr)
     outcome = {"exit": done.returncode, "nonfinite": found.group(1) if found else "",
                "stopped_at": int(found.group(2)) if found else None}

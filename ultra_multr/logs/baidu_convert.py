@@ -209,6 +209,35 @@ def convert(annotations: str, log_patterns: Sequence[str], out: str, features: s
     return counts
 
 
+def train_through_main_py(
+    main_py: str, data_dir: str, model_dir: str, learning_algorithm: str, hparams: str, ranking_model_hparams: str,
+    batch_size: int, steps: int, checkpoint_every: int, cutoff: int = 10,
+):
+    """Train on a converted data directory with ULTRA's main.py (its ``main_settings.json`` with the given
+    algorithm and ranker), one thread; main.py's output goes to ``<model_dir>/main_py.log``.
+
+    Returns:
+        (the settings used, main.py's ``subprocess.CompletedProcess``).
+    """
+    import subprocess
+
+    with open(os.path.join(data_dir, MAIN_SETTINGS_JSON)) as handle:
+        settings = json.load(handle)
+    settings.update(learning_algorithm=learning_algorithm, learning_algorithm_hparams=hparams,
+                    ranking_model_hparams=ranking_model_hparams)
+    os.makedirs(model_dir, exist_ok=True)
+    setting_file = os.path.join(model_dir, "settings.json")
+    atomic_write_text(setting_file, json.dumps(settings, indent=1) + "\n")
+    command = [sys.executable, main_py, "--setting_file", setting_file, "--data_dir", ultra_data_dir(data_dir),
+               "--model_dir", model_dir, "--output_dir", os.path.join(model_dir, "out") + "/",
+               "--batch_size", str(batch_size), "--selection_bias_cutoff", str(cutoff),
+               "--max_train_iteration", str(steps), "--steps_per_checkpoint", str(checkpoint_every)]
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", ULTRA_MULTR_PROGRESS="lines")
+    done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=model_dir)
+    atomic_write_text(os.path.join(model_dir, "main_py.log"), done.stdout + "\n--- stderr ---\n" + done.stderr)
+    return settings, done
+
+
 def main(argv: Sequence[str] = None) -> int:
     """Command-line entry point; returns the exit code (2 on bad input)."""
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
