@@ -328,3 +328,32 @@ def test_reproducibility_protocol_converts_validation_clicks_and_all_annotations
                       "--protocol", "reproducibility", "--heldout_files", "x", "--valid_share", "x"])
     assert convert_main(["--annotations", log.validation_file, "--log_files", patterns, "--out", out,
                          "--protocol", "reproducibility"]) == 2  # held-out files required
+
+
+def test_every_log_file_is_checked_before_anything_trains_or_is_written(baidu_data, tmp_path, capsys):
+    """A bad second file was found at about the tenth update, and an empty first file converted to 0 stub lists
+    with exit 0: both are named at once now, by the feed (before its first batch) and by the converter."""
+    import shutil
+
+    import pandas as pd
+    import pyarrow.feather as feather
+
+    log, _, _ = baidu_data
+    first, second = log.train_files[:2]
+    broken = tmp_path / "parts"
+    broken.mkdir()
+    shutil.copy(first, broken / os.path.basename(first))
+    table = feather.read_table(second).to_pandas()
+    feather.write_feather(table.drop(columns=["click"]), str(broken / os.path.basename(second)))
+    pattern = str(broken / "part-1_split-*.feather")
+    with pytest.raises(baidu.BaiduSchemaError, match=r"%s: column 'click' is missing" % os.path.basename(second)):
+        BaiduSessionFeed(_Model(), 4, "log_files=%s,seed=1,standardize=none" % pattern)
+
+    empty = tmp_path / "empty_parts"
+    empty.mkdir()
+    feather.write_feather(pd.DataFrame(columns=table.columns), str(empty / os.path.basename(first)))
+    out = tmp_path / "converted"
+    assert convert_main(["--annotations", log.validation_file, "--log_files", str(empty / "*.feather"),
+                         "--out", str(out), "--stub_lists", "10"]) == 2
+    assert "%s: the file holds no row (no session to read)" % (empty / os.path.basename(first)) in capsys.readouterr().err
+    assert not out.exists()  # nothing written

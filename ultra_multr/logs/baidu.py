@@ -192,6 +192,41 @@ def _open(path: str):
         raise BaiduSchemaError("%s: not a feather (Arrow IPC) file: %s" % (path, error)) from None
 
 
+def columns_read(kind: str, features: str) -> List[str]:
+    """The columns :func:`read_sessions` reads from a file of ``kind`` ("clicks" or "annotations")."""
+    wanted = [schema.SESSION_KEY, "query_id", "query_md5", "text_md5", "click" if kind == "clicks" else "label"]
+    wanted += ["position"] if kind == "clicks" else []
+    wanted += list(schema.LEXICAL_FEATURES) if features != "embedding" else []
+    wanted += [schema.EMBEDDING] if features != "lexical" else []
+    return wanted
+
+
+def check_files(paths: Sequence[str], features: str = "lexical") -> List[int]:
+    """Check every file before anything is trained on them: each opens as feather, has the columns
+    :func:`read_sessions` reads, of readable types, and holds at least one row (from the file's metadata: no
+    column is read).  Returns each file's row count.
+
+    Raises:
+        BaiduSchemaError: naming the file and the column, or the empty file.
+        FileNotFoundError: a missing file.
+    """
+    import pyarrow as pa
+
+    check_feature_set(features)
+    rows = []
+    for path in paths:
+        kind = schema.file_kind(path)
+        found = _open(path)
+        with pa.memory_map(path) as source:
+            reader = pa.ipc.open_file(source)
+            count = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+        if count == 0:  # before the types: an empty frame's text columns are written as type null
+            raise BaiduSchemaError("%s: the file holds no row (no session to read)" % path)
+        check_schema(path, found, kind, columns_read(kind, features))
+        rows.append(count)
+    return rows
+
+
 def read_sessions(path: str, features: str = "lexical", top_n: Optional[int] = 10, log1p_lexical: bool = True
                   ) -> Sessions:
     """Read one Baidu-ULTR feather file (see the module docstring).
@@ -214,10 +249,7 @@ def read_sessions(path: str, features: str = "lexical", top_n: Optional[int] = 1
     found = _open(path)
     kind = schema.file_kind(path)
     target = "click" if kind == "clicks" else "label"
-    wanted = [schema.SESSION_KEY, "query_id", "query_md5", "text_md5", target]
-    wanted += ["position"] if kind == "clicks" else []
-    wanted += list(schema.LEXICAL_FEATURES) if features != "embedding" else []
-    wanted += [schema.EMBEDDING] if features != "lexical" else []
+    wanted = columns_read(kind, features)
     check_schema(path, found, kind, wanted)
     table = feather.read_table(path, columns=wanted, memory_map=True)
 

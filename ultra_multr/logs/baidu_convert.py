@@ -166,6 +166,7 @@ def convert(annotations: str, log_patterns: Sequence[str], out: str, features: s
                          "and used by it alone")
     seed = DEFAULT_SEEDS[protocol] if seed is None else int(seed)
     train_files = baidu.log_files(log_patterns)
+    baidu.check_files(train_files, features)  # an empty or broken file is named before anything is written
     stats = standardize.fit_files(train_files, features, top_n, log1p_lexical) if standardize_features else None
     scaled = (lambda s: stats.apply_sessions(s)) if stats else (lambda s: s)  # noqa: E731
     graded = scaled(baidu.read_sessions(annotations, features, None, log1p_lexical))

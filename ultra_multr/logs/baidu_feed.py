@@ -92,6 +92,7 @@ class BaiduSessionFeed(SessionReplayFeed):
     def __init__(self, model: Any, batch_size: int, hparam_str: str) -> None:
         super().__init__(model, batch_size, hparam_str)
         self.files = baidu.log_files(self.hparams.patterns)
+        baidu.check_files(self.files, self.hparams.features)  # every file, before the first update
         width = baidu.feature_size(self.hparams.features)
         if width != int(model.feature_size):
             raise ValueError(
