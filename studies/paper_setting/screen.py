@@ -73,7 +73,7 @@ COLUMNS = ("recipe", "nonlinear", "label_noise", "features", "train_queries", "l
 
 
 def study_config(out: str, data_dirs: Dict[str, str], seeds: Sequence[int], steps: int,
-                 methods: Sequence[str] = SCREEN_METHODS) -> dict:
+                 methods: Sequence[str] = SCREEN_METHODS, click_model: str = CASCADE) -> dict:
     """The runner's config: each recipe a fold of the dataset "recipe"."""
     return {
         "output_dir": out,
@@ -82,7 +82,7 @@ def study_config(out: str, data_dirs: Dict[str, str], seeds: Sequence[int], step
         "extra_methods": {name: METHODS[name] for name in methods},
         "seeds": list(seeds),
         "settings": {
-            "train_input_hparams": {"click_model_json": CASCADE},
+            "train_input_hparams": {"click_model_json": click_model},
             "ranking_model_hparams": {"hidden_layer_sizes": [512, 256, 128]},
             "learning_algorithm_hparams": {"learning_rate": 0.05, "log_every": 500},
         },
@@ -124,9 +124,10 @@ def screening_rows(runs_dir: str, data_dirs: Dict[str, str], n_permutations: int
     return rows
 
 
-def grid_rows(runs_dir: str, methods: Sequence[str], n_permutations: int = 10000) -> List[dict]:
-    """The issue's table, recipe group, cascade: each method against DLA over the test queries of every recipe and
-    seed that both finished (each query averaged over seeds); Holm over this one cell is p itself."""
+def grid_rows(runs_dir: str, methods: Sequence[str], regime: str = "cascade", n_permutations: int = 10000
+              ) -> List[dict]:
+    """The issue's table, recipe group, one click regime: each method against DLA over the test queries of every
+    recipe and seed that both finished (each query averaged over seeds); Holm over this one cell is p itself."""
     dla = compare.method_runs(runs_dir, "dla_pilot")
     rows = []
     for method in methods:
@@ -137,7 +138,7 @@ def grid_rows(runs_dir: str, methods: Sequence[str], n_permutations: int = 10000
         a, b = compare.paired(runs, dla, "ndcg_10")
         same = method == "dla_pilot"
         p = 1.0 if same else randomization_test(a, b, n_permutations)
-        rows.append({"data": "ultra_recipe", "regime": "cascade", "method": METHODS[method]["label"],
+        rows.append({"data": "ultra_recipe", "regime": regime, "method": METHODS[method]["label"],
                      "runs": len(runs), "ndcg10": "%.4f" % float(np.mean(a)),
                      "delta_vs_dla": "" if same else "%+.4f" % float(np.mean(a - b)),
                      "p_vs_dla": "" if same else "%.4g" % p, "p_holm": "" if same else "%.4g" % p})
@@ -153,13 +154,15 @@ def write_rows(rows: Sequence[dict], columns: Sequence[str], results_dir: str, n
     atomic_write_text(os.path.join(results_dir, name + ".md"), "\n".join(lines) + "\n")
 
 
-def write_grid(rows: Sequence[dict], results_dir: str, steps: int, seeds: Sequence[int], recipes: Sequence[str]) -> None:
-    """``paper_setting.csv`` and ``paper_setting.md``."""
-    write_rows(rows, GRID_COLUMNS, results_dir, "paper_setting", (
-        "Recipe group (%s), cascade clicks, seeds %s, %d ranker updates for every method, every learning rate from "
+def write_grid(rows: Sequence[dict], results_dir: str, steps: int, seeds: Sequence[int], recipes: Sequence[str],
+               regime: str = "cascade") -> None:
+    """``paper_setting.csv`` and ``paper_setting.md`` (``paper_setting_<regime>`` for a regime other than cascade)."""
+    name = "paper_setting" if regime == "cascade" else "paper_setting_" + regime
+    write_rows(rows, GRID_COLUMNS, results_dir, name, (
+        "Recipe group (%s), %s clicks, seeds %s, %d ranker updates for every method, every learning rate from "
         "the same pilot {0.01, 0.05}; MULTR's simulator stopped by its held-out curve (cap 10,000). delta and p: "
         "against DLA, paired two-sided Fisher randomisation test over the pooled test queries (each averaged over "
-        "seeds)." % (", ".join(recipes), ", ".join(map(str, seeds)), steps)))
+        "seeds)." % (", ".join(recipes), regime, ", ".join(map(str, seeds)), steps)))
 
 
 def write_tables(rows: Sequence[dict], results_dir: str, steps: int, seed: int) -> None:
@@ -181,6 +184,8 @@ def main(argv: Sequence[str] = None) -> int:
                         help="the grid's first cell instead of the screening: Oracle, Naive, DLA, MULTR, Rand-MULTR "
                              "with these seeds on --recipes")
     parser.add_argument("--methods", nargs="+", choices=list(METHODS), help="with --grid: run only these")
+    parser.add_argument("--click-model", default=CASCADE, help="the click model (default: cascade, epsilon 0.1)")
+    parser.add_argument("--regime", default="cascade", help="the click regime's name in the grid's table")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--results", default=RESULTS)
@@ -195,17 +200,19 @@ def main(argv: Sequence[str] = None) -> int:
             atomic_write_text(os.path.join(out, "data", name + ".recipe.json"),
                               json.dumps(asdict(RECIPES[name]), sort_keys=True) + "\n")
         config_path = os.path.join(out, "grid.json" if args.grid else "screen.json")
-        config = (study_config(out, data_dirs, args.grid, args.steps, args.methods or list(METHODS)) if args.grid
-                  else study_config(out, data_dirs, [args.seed], args.steps))
+        click_model = os.path.abspath(args.click_model)
+        config = (study_config(out, data_dirs, args.grid, args.steps, args.methods or list(METHODS), click_model)
+                  if args.grid else study_config(out, data_dirs, [args.seed], args.steps, click_model=click_model))
         atomic_write_text(config_path, json.dumps(config, indent=1) + "\n")
         code = runner.main([config_path, "--workers", str(args.workers)]
                            + (["--threads", str(args.threads)] if args.threads else []))
         if code:
             return code
     if args.grid:
-        write_grid(grid_rows(os.path.join(out, "runs"), args.methods or list(METHODS)), args.results, args.steps,
-                   args.grid, args.recipes)
-        print(open(os.path.join(args.results, "paper_setting.md")).read(), end="")
+        write_grid(grid_rows(os.path.join(out, "runs"), args.methods or list(METHODS), args.regime), args.results,
+                   args.steps, args.grid, args.recipes, args.regime)
+        name = "paper_setting" if args.regime == "cascade" else "paper_setting_" + args.regime
+        print(open(os.path.join(args.results, name + ".md")).read(), end="")
         return 0
     rows = screening_rows(os.path.join(out, "runs"), data_dirs)
     write_tables(rows, args.results, args.steps, args.seed)
