@@ -125,3 +125,18 @@ def test_the_screenings_tables_hold_each_recipes_row(tmp_path):
     markdown = (tmp_path / "screening.md").read_text()
     assert "Rank SVM on 1 % of labelled training queries" in markdown and "2000 ranker updates" in markdown
     assert "| quadratic_2 | 2.0 | 0.5 | 20 | 1000 | 0.6913 | 0.9540 | 0.9451 | +0.0089 | 0.0004 | no |" in markdown
+
+
+def test_holm_adjusts_each_methods_tests_across_the_grids_cells(tmp_path):
+    screen = load_screen()
+    assert screen.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])  # 3 x 0.01, then max(2 x 0.03, ..)
+    assert screen.holm([0.5, 0.001]) == pytest.approx([0.5, 0.002])
+    for regime, p in (("cascade", "0.08"), ("pbm", "0.013")):
+        rows = [{"data": "ultra_recipe", "regime": regime, "method": "MULTR", "runs": 2, "ndcg10": "0.95",
+                 "delta_vs_dla": "+0.004", "p_vs_dla": p, "p_holm": p},
+                {"data": "ultra_recipe", "regime": regime, "method": "DLA", "runs": 2, "ndcg10": "0.946",
+                 "delta_vs_dla": "", "p_vs_dla": "", "p_holm": ""}]
+        screen.write_grid(rows, str(tmp_path), 2000, [0, 1], ["r"], regime)
+    combined = screen.combine_grids([str(tmp_path / "paper_setting.csv"), str(tmp_path / "paper_setting_pbm.csv")])
+    assert [(r["regime"], r["method"], r["p_holm"]) for r in combined] == [
+        ("cascade", "MULTR", "0.08"), ("cascade", "DLA", ""), ("pbm", "MULTR", "0.026"), ("pbm", "DLA", "")]

@@ -154,6 +154,31 @@ def write_rows(rows: Sequence[dict], columns: Sequence[str], results_dir: str, n
     atomic_write_text(os.path.join(results_dir, name + ".md"), "\n".join(lines) + "\n")
 
 
+def holm(p_values: Sequence[float]) -> List[float]:
+    """Holm's step-down adjustment of ``p_values`` (one family), in their order."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted, running = [0.0] * len(p_values), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def combine_grids(csv_paths: Sequence[str]) -> List[dict]:
+    """The rows of several grid tables (one per group x regime), ``p_holm`` adjusted over each method's tests."""
+    import csv
+
+    rows: List[dict] = []
+    for path in csv_paths:
+        with open(path, newline="") as handle:
+            rows.extend(csv.DictReader(handle))
+    for method in {row["method"] for row in rows}:
+        tested = [row for row in rows if row["method"] == method and row["p_vs_dla"]]
+        for row, adjusted in zip(tested, holm([float(row["p_vs_dla"]) for row in tested])):
+            row["p_holm"] = "%.4g" % adjusted
+    return rows
+
+
 def write_grid(rows: Sequence[dict], results_dir: str, steps: int, seeds: Sequence[int], recipes: Sequence[str],
                regime: str = "cascade") -> None:
     """``paper_setting.csv`` and ``paper_setting.md`` (``paper_setting_<regime>`` for a regime other than cascade)."""
@@ -176,7 +201,7 @@ def write_tables(rows: Sequence[dict], results_dir: str, steps: int, seed: int) 
 
 def main(argv: Sequence[str] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", help="the study's folder (data, runs); not needed with --combine")
     parser.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=list(RECIPES))
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0, help="the screening's seed")
@@ -186,11 +211,22 @@ def main(argv: Sequence[str] = None) -> int:
     parser.add_argument("--methods", nargs="+", choices=list(METHODS), help="with --grid: run only these")
     parser.add_argument("--click-model", default=CASCADE, help="the click model (default: cascade, epsilon 0.1)")
     parser.add_argument("--regime", default="cascade", help="the click regime's name in the grid's table")
+    parser.add_argument("--combine", nargs="+", metavar="CSV",
+                        help="train nothing: the grid tables given as one, p_holm over each method's tests "
+                             "(paper_setting_all.csv / .md in --results)")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--results", default=RESULTS)
     parser.add_argument("--tables-only", action="store_true", help="train nothing: the tables of the finished runs")
     args = parser.parse_args(argv)
+    if args.combine:
+        write_rows(combine_grids(args.combine), GRID_COLUMNS, args.results, "paper_setting_all", (
+            "The grid's cells (%s) as one table; p_holm: Holm's adjustment over each method's tests across the cells."
+            % ", ".join(os.path.basename(path) for path in args.combine)))
+        print(open(os.path.join(args.results, "paper_setting_all.md")).read(), end="")
+        return 0
+    if not args.out:
+        parser.error("--out is needed (but with --combine)")
     out = os.path.abspath(args.out)
     data_dirs = {name: os.path.join(out, "data", name) for name in args.recipes}
     if not args.tables_only:
