@@ -48,6 +48,8 @@ from .session_replay import SessionReplayFeed
 BUCKET_FILE_STRIDE = 1000003
 #: Statistics fitted by feeds of this process (MULTR builds several feeds of one log): key -> Standardizer.
 _FITTED: dict = {}
+#: (files, features) whose files :func:`ultra_multr.logs.baidu.check_files` passed in this process.
+_CHECKED: set = set()
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,10 @@ class BaiduSessionFeed(SessionReplayFeed):
     def __init__(self, model: Any, batch_size: int, hparam_str: str) -> None:
         super().__init__(model, batch_size, hparam_str)
         self.files = baidu.log_files(self.hparams.patterns)
-        baidu.check_files(self.files, self.hparams.features)  # every file, before the first update
+        checked = (tuple(self.files), self.hparams.features)
+        if checked not in _CHECKED:  # every file, before the first update; once per process (MULTR builds several feeds)
+            baidu.check_files(self.files, self.hparams.features)
+            _CHECKED.add(checked)
         width = baidu.feature_size(self.hparams.features)
         if width != int(model.feature_size):
             raise ValueError(
