@@ -95,7 +95,7 @@ class BaiduSessionFeed(SessionReplayFeed):
         super().__init__(model, batch_size, hparam_str)
         self.files = baidu.log_files(self.hparams.patterns)
         checked = (tuple(self.files), self.hparams.features)
-        if checked not in _CHECKED:  # every file, before the first update; once per process (MULTR builds several feeds)
+        if checked not in _CHECKED:  # every file, before the first update; once per process (MULTR has several feeds)
             baidu.check_files(self.files, self.hparams.features)
             _CHECKED.add(checked)
         width = baidu.feature_size(self.hparams.features)
