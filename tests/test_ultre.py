@@ -8,6 +8,7 @@ import shutil
 
 import numpy as np
 import pytest
+import torch
 
 from conftest import REPO_ROOT, require_ultra, run_ultra_main
 
@@ -203,4 +204,4 @@ def test_every_algorithm_takes_updates_from_logged_sessions(ultre_dir, algorithm
     for _ in range(2):
         loss, _, _ = model.train(feed.get_batch(data, check_validation=True)[0])
         assert np.isfinite(loss)
-    assert any(not np.allclose(b.numpy(), p.detach().numpy()) for b, p in zip(before, model.model.parameters()))
+    assert any(not torch.allclose(b, p.detach()) for b, p in zip(before, model.model.parameters()))
