@@ -21,8 +21,8 @@ import torch
 from ultra_multr.compat import startup  # noqa: F401  (ULTRA's fixes before it is imported)
 import ultra  # noqa: E402
 
-from ultra_multr.data.synthetic import write_synthetic_ultra_dataset  # noqa: E402
-from ultra_multr.data.ultra_format import atomic_write_text  # noqa: E402
+from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset  # noqa: E402
+from ultra_multr.files import atomic_write_text  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASCADE = os.path.join(REPO, "settings", "click_models", "cascade_eps0.1_ymax4.json")

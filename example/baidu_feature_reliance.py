@@ -4,7 +4,7 @@
 
 For every finished run of each study (``example/baidu_study.py``), on the annotated test queries: the mean
 within-query Pearson correlation of the ranker's scores with the popularity feature
-(:data:`ultra_multr.logs.generate.LOGGER_FEATURE`, unrelated to the grade there) and with the grade, and nDCG@10
+(:data:`ultra_multr.generate.baidu_log.LOGGER_FEATURE`, unrelated to the grade there) and with the grade, and nDCG@10
 with that feature as it is against with it set to its mean over the test documents (what ranking by it costs or
 gains).  A ranker that learned position bias as relevance ranks by the popularity; one that did not, ignores it.
 Per study also the correlation of the popularity feature with the grade over the annotated documents, raw and
@@ -24,15 +24,15 @@ from typing import Dict, List
 import numpy as np
 
 from row_tables import markdown_lines, write_csv
-from ultra_multr.data.ultra_format import atomic_write_text
+from ultra_multr.files import atomic_write_text
 from ultra_multr.experiments.aggregate import finished_run_dirs
 from ultra_multr.experiments.evaluate import load_ranker
-from ultra_multr.experiments.jsonfile import read_json
-from ultra_multr.logs import baidu
-from ultra_multr.logs import baidu_schema as schema
-from ultra_multr.logs.baidu_convert import CONVERSION_JSON, valid_queries
-from ultra_multr.logs.baidu_evaluate import baidu_metrics, score_annotations
-from ultra_multr.logs.generate import LOGGER_FEATURE
+from ultra_multr.files import read_json
+from ultra_multr.click_logs import baidu
+from ultra_multr.click_logs import baidu_schema as schema
+from ultra_multr.click_logs.baidu_convert import CONVERSION_JSON, valid_queries
+from ultra_multr.click_logs.baidu_evaluate import baidu_metrics, score_annotations
+from ultra_multr.generate.baidu_log import LOGGER_FEATURE
 
 
 def _within_query_correlation(scores: np.ndarray, values: np.ndarray, mask: np.ndarray) -> float:

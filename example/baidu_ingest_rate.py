@@ -3,7 +3,7 @@
 python example/baidu_ingest_rate.py --out example/results_baidu_ingest [--sessions 5000 --per_file 2500]
 python example/baidu_ingest_rate.py --out OUT --log_files 'baidu-ultr/parts/part-1_split-*.feather'
 
-Generates a log in the release's layout (ultra_multr.logs.generate), or takes the given files
+Generates a log in the release's layout (ultra_multr.generate.baidu_log), or takes the given files
 (the real release's, or a log written by example/baidu_study.py), then, each in a fresh
 process, times read_sessions per feature choice (the second of two passes over the files: page cache
 warm; sessions per second, bytes of the feature array per session, the process's peak resident memory
@@ -24,10 +24,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from row_tables import markdown_lines, write_csv  # noqa: E402
-from ultra_multr.data.ultra_format import atomic_write_text  # noqa: E402
-from ultra_multr.experiments.processes import peak_resident_kib  # noqa: E402
-from ultra_multr.logs import baidu  # noqa: E402
-from ultra_multr.logs.generate import write_baidu_log  # noqa: E402
+from ultra_multr.files import atomic_write_text  # noqa: E402
+from ultra_multr.experiments.runner.processes import peak_resident_kib  # noqa: E402
+from ultra_multr.click_logs import baidu  # noqa: E402
+from ultra_multr.generate.baidu_log import write_baidu_log  # noqa: E402
 
 
 class _Model:
@@ -50,7 +50,7 @@ def measure(what: str, files: list) -> dict:
     """One measurement in this (fresh) process; see the module docstring."""
     imported = _rss_mib()
     if what == "feed":
-        from ultra_multr.logs.baidu_feed import BaiduSessionFeed
+        from ultra_multr.feeds.baidu import BaiduSessionFeed
 
         feed = BaiduSessionFeed(_Model(), 256, "log_files=%s" % ";".join(files))
         total = sum(len(s) for s in baidu.iter_sessions(files, "lexical", 10))

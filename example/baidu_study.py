@@ -11,7 +11,7 @@ With ``--log-dir`` the study reads a log already in the release's layout (the re
 ``parts/validation.feather`` annotated) instead of generating one (step 1), and has no IPS row (no true
 propensities); the rest is the same.
 
-1. A log in the release's layout (:func:`ultra_multr.logs.generate.write_baidu_log`: one row per document, as
+1. A log in the release's layout (:func:`ultra_multr.generate.baidu_log.write_baidu_log`: one row per document, as
    the release's writer writes it): ``--queries``
    queries of 6-10 documents with a latent grade 0-4 that the 12 lexical features carry with noise, each
    session showing its query in the order of a noisy logging ranker (so a query is logged in several
@@ -27,21 +27,21 @@ propensities); the rest is the same.
    session); ``--sessions`` training sessions in files of 25,000, 10,000 held-out sessions (part 0) and
    ``--annotated`` annotated queries (half valid, half test).  Written once into ``<out>/log`` with its
    recipe; another recipe in the same ``--out`` is refused.
-2. ``python -m ultra_multr.logs.baidu_convert`` into ``<out>/data`` (lexical features; with ``--standardize on``,
+2. ``python -m ultra_multr.click_logs.baidu_convert`` into ``<out>/data`` (lexical features; with ``--standardize on``,
    the default since issue 27, standardised per feature with statistics fitted on the training files, which the
    feed applies too; the committed tables of docs/baidu_study.md were computed before, without it).
 3. The study runner on that directory, every method on the same logged sessions (the fair protocol's
    same clicks: the log is fixed) with the session-replay feed
-   (:class:`ultra_multr.logs.baidu_feed.BaiduSessionFeed`) and the same ranker, steps and batch size:
+   (:class:`ultra_multr.feeds.baidu.BaiduSessionFeed`) and the same ranker, steps and batch size:
    Naive, DLA and PAL under equal tuning (a 3-candidate learning-rate pilot on the validation split,
    docs/fair_protocol.md), IPS with the true examination as propensities, tuned the same way (PBM
    only: under the cascade no position-only propensity is exact), and MULTR at its defaults (no
    tuning: it chooses nothing on labels) except ``--imputation-samples`` (32: most logged lists are new
    to its expected-click cache, which then samples every step).  The runner's tables (nDCG@1-10 and ERR with paired
    p-values against the best baseline) go to ``<out>/results``.
-4. The Baidu-ULTR benchmark's metrics per run (:mod:`ultra_multr.logs.baidu_evaluate`: DCG@1/3/5/10,
+4. The Baidu-ULTR benchmark's metrics per run (:mod:`ultra_multr.click_logs.baidu_evaluate`: DCG@1/3/5/10,
    nDCG@10, MRR@10 on the test queries), MULTR's simulator's held-out click log-likelihood beside a
-   position click-rate floor (:mod:`ultra_multr.logs.baidu_click_ll`, on part 0), paired p-values of
+   position click-rate floor (:mod:`ultra_multr.click_logs.baidu_click_ll`, on part 0), paired p-values of
    MULTR against each method on the pooled test queries (each averaged over seeds), and the time per
    pass over the log: ``<out>/results/baidu_metrics.md``, ``baidu_metrics.json``.
 """
@@ -57,15 +57,16 @@ from typing import Dict, List
 import numpy as np
 
 from ultra_multr.click_models import CascadeModel, PositionBasedModel, graded_click_prob, reciprocal_rank_exam_prob
-from ultra_multr.data.ultra_format import atomic_write_text
-from ultra_multr.experiments import budget, diagnostics, runner
+from ultra_multr.files import atomic_write_text
+from ultra_multr.experiments import budget, diagnostics
+from ultra_multr.experiments.runner import cli as runner
 from ultra_multr.experiments.aggregate import finished_run_dirs
 from ultra_multr.experiments.evaluate import read_per_query_csv
 from ultra_multr.experiments.methods import EQUAL_TUNING
 from ultra_multr.experiments.significance import randomization_test
-from ultra_multr.logs import baidu, baidu_click_ll, baidu_convert, baidu_evaluate
-from ultra_multr.logs.generate import MAX_LABEL, write_baidu_log
-from ultra_multr.logs.standardize import STATS_JSON
+from ultra_multr.click_logs import baidu, baidu_click_ll, baidu_convert, baidu_evaluate
+from ultra_multr.generate.baidu_log import MAX_LABEL, write_baidu_log
+from ultra_multr.click_logs.standardize import STATS_JSON
 
 N_POSITIONS = 10
 HELDOUT_FILE = "part-0_split-0.feather"
@@ -128,7 +129,7 @@ def study_config(args, data_dir: str, log_pattern: str) -> Dict:
         "methods": methods,
         "seeds": list(args.seeds),
         "settings": {
-            "train_input_feed": "ultra_multr.logs.baidu_feed.BaiduSessionFeed",
+            "train_input_feed": "ultra_multr.feeds.baidu.BaiduSessionFeed",
             "train_input_hparams": {"log_files": log_pattern, "features": "lexical", "log1p_lexical": True,
                                     "standardize": os.path.join(data_dir, STATS_JSON)
                                     if args.standardize == "on" else "none"},

@@ -61,8 +61,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from ultra_multr.data.synthetic import write_synthetic_ultra_dataset  # noqa: E402
-from ultra_multr.data.ultra_format import atomic_write_text  # noqa: E402
+from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset  # noqa: E402
+from ultra_multr.files import atomic_write_text  # noqa: E402
 
 CONFIGS = ("ultra_dla", "dla", "multr_sampled", "multr_expected")
 CLICK_MODEL = os.path.join(ROOT, "settings", "click_models", "cascade_eps0.1_ymax4.json")

@@ -33,7 +33,7 @@ import torch
 
 from ultra_multr.algorithms.dla import DLA
 from ultra_multr.algorithms.multr import MULTR
-from ultra_multr.experiments.processes import peak_resident_kib
+from ultra_multr.experiments.runner.processes import peak_resident_kib
 from ultra_multr.simulator import (
     ContextAwareUserSimulator,
     GraphedSimulatorUpdate,

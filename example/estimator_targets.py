@@ -8,7 +8,7 @@ One query of 10 documents in a fixed logged order, position-based clicks
 a click dropped as main.py's feed drops them.  For each setting (rows) and
 case (columns) MULTR is built as main.py builds it, a known click model is
 plugged into its simulator interface and DLA's propensities are set
-(:mod:`ultra_multr.estimator_targets`), batches come from its own training
+(:mod:`ultra_multr.experiments.estimator_targets`), batches come from its own training
 feed and the weights are read from ``MULTR.training_loss``.  Written:
 ``targets.csv`` (per position: target, closed form, Monte Carlo mean and
 standard error) and ``targets.md`` (per setting and case: the largest
@@ -26,8 +26,8 @@ import tempfile
 
 import numpy as np
 
-from ultra_multr.data.ultra_format import atomic_write_text
-from ultra_multr.estimator_targets import (
+from ultra_multr.files import atomic_write_text
+from ultra_multr.experiments.estimator_targets import (
     Case,
     Setting,
     build_multr,

@@ -92,7 +92,7 @@ rm -rf "$RUN"
 mkdir -p "$RUN"
 "$PYTHON" - "$REPO" "$RUN" "$DEVICE" <<'EOF' || FAILED+=("main_setup")
 import json, os, sys
-from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
+from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset
 
 repo, run, device = sys.argv[1:]
 write_synthetic_ultra_dataset(os.path.join(run, "data"))

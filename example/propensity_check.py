@@ -5,7 +5,7 @@ Usage::
     nice -n 10 python example/propensity_check.py --out example/results_propensity \\
         [--queries 100] [--sessions 50000] [--steps 300] [--simulator-steps 200] [--pilot-steps 50] [--seed 0]
 
-1. Generates a click log (:func:`ultra_multr.logs.synthetic.pbm_session_log`):
+1. Generates a click log (:func:`ultra_multr.generate.ultre_log.pbm_session_log`):
    each session shows its query's top 10 with randomised adjacent swaps, and
    a position-based model with examination 1/k at position k clicks.
 2. Writes it as a ULTRE-layout data directory (``<work>/data``) and trains DLA
@@ -28,10 +28,10 @@ import shutil
 import subprocess
 import sys
 
-from ultra_multr.logs.propensity_check import (
+from ultra_multr.click_logs.propensity_check import (
     ESTIMATORS, harvested_examination, learned_propensities, sessions_frame, write_table,
 )
-from ultra_multr.logs.synthetic import pbm_session_log, write_ultre_dataset
+from ultra_multr.generate.ultre_log import pbm_session_log, write_ultre_dataset
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -9,7 +9,7 @@ issue 8 had::
         [--train-queries 30] [--features 136] [--steps 1000] [--workers 2] [--dry-run]
 
 1. Per ``--datasets`` value k, a generated ULTRA data directory
-   ``<out>/data/Fold<k>`` (:func:`ultra_multr.data.synthetic.write_synthetic_ultra_dataset`,
+   ``<out>/data/Fold<k>`` (:func:`ultra_multr.generate.ultra_dataset.write_synthetic_ultra_dataset`,
    seeded by k): ``--features`` Gaussian features carrying the label on one
    direction, graded labels 0-4, 15-30 documents per query, the initial
    ranking a noisy version of the relevance; ``--train-queries`` training,
@@ -30,9 +30,10 @@ import sys
 
 import reproduce_mq2008 as study  # this folder's study script: the same runner config
 
-from ultra_multr.data.synthetic import RECIPE_FILE, write_recipe_dataset  # noqa: F401 (RECIPE_FILE: re-exported)
-from ultra_multr.data.ultra_format import atomic_write_text
-from ultra_multr.experiments import compare, runner
+from ultra_multr.generate.ultra_dataset import RECIPE_FILE, write_recipe_dataset  # noqa: F401 (RECIPE_FILE: re-exported)
+from ultra_multr.files import atomic_write_text
+from ultra_multr.experiments import compare
+from ultra_multr.experiments.runner import cli as runner
 
 CASCADE_4 = os.path.join(study.REPO, "settings", "click_models", "cascade_eps0.1_ymax4.json")
 

@@ -68,8 +68,9 @@ import numpy as np
 import reproduce_generated_small as generated
 import reproduce_mq2008 as study
 
-from ultra_multr.data.ultra_format import atomic_write_text
-from ultra_multr.experiments import budget, compare, diagnostics, runner
+from ultra_multr.files import atomic_write_text
+from ultra_multr.experiments import budget, compare, diagnostics
+from ultra_multr.experiments.runner import cli as runner
 from ultra_multr.experiments.aggregate import METRICS, collect_runs
 from ultra_multr.experiments.significance import randomization_test
 

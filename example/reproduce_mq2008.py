@@ -48,9 +48,10 @@ import shlex
 import sys
 
 from ultra_multr.data import prepare
-from ultra_multr.data.ultra_format import atomic_write_text
-from ultra_multr.experiments import diagnostics, runner
-from ultra_multr.experiments.jsonfile import JsonFileError, read_json
+from ultra_multr.files import atomic_write_text
+from ultra_multr.experiments import diagnostics
+from ultra_multr.experiments.runner import cli as runner
+from ultra_multr.files import JsonFileError, read_json
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASCADE = os.path.join(REPO, "settings", "click_models", "cascade_eps0.1_ymax2.json")

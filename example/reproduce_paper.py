@@ -45,7 +45,7 @@ so each ranker trains ``--steps`` + ``--steps-per-checkpoint`` updates
 (10,100 with the defaults).
 
 Tiangong-ULTR (Table 3) is a real click log, so nothing is simulated: the
-training feed is :class:`ultra_multr.logs.ultre_feed.UltreSessionFeed`,
+training feed is :class:`ultra_multr.feeds.ultre.UltreSessionFeed`,
 which replays each logged list with its clicks on the displayed top 10
 (``use_max_candidate_num=False``; MULTR's user simulator holds a seeded share
 of these sessions out to score itself); the test split carries the human 0-4
@@ -79,8 +79,8 @@ from typing import Dict, List, Optional, Sequence, Set
 import numpy as np
 
 from ultra_multr.data.prepare import REPORT_FILE, PrepareOptions, made_with
-from ultra_multr.data.ultra_format import atomic_write_text
-from ultra_multr.experiments import runner
+from ultra_multr.files import atomic_write_text
+from ultra_multr.experiments.runner import cli as runner
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASCADE = os.path.join(REPO, "settings", "click_models", "cascade_eps0.1_ymax4.json")
@@ -104,7 +104,7 @@ VALID_SEED = 0
 #: What a data view of Tiangong-ULTR was built from (see :func:`tiangong_view`).
 VIEW_MANIFEST = "view.json"
 #: Table 3's training feed: every logged list replayed with its clicks.
-SESSION_FEED = "ultra_multr.logs.ultre_feed.UltreSessionFeed"
+SESSION_FEED = "ultra_multr.feeds.ultre.UltreSessionFeed"
 SPLITS = ("train", "valid", "test")
 #: The files of one split of a ULTRA data directory that main.py reads.
 ULTRA_SUFFIXES = (".feature", ".init_list", ".labels")

@@ -13,7 +13,7 @@ for PAIR in "small:$1" "full:$2"; do
   NAME=${PAIR%%:*} STUDY=${PAIR#*:}
   for K in ${FOLDS:-1 2 3 4 5}; do
     for ORDER in logged random; do
-      python -m ultra_multr.simulator_report --data_dir "$STUDY/data/Fold$K" --click_model "$CLICKS" \
+      python -m ultra_multr.experiments.simulator_report --data_dir "$STUDY/data/Fold$K" --click_model "$CLICKS" \
         --simulator_checkpoint "$STUDY/runs/mq2008/Fold$K/multr/seed0/model/ultra_multr.MULTR.simulator.ckpt" \
         --train_sessions "${SESSIONS:-20000}" --heldout_sessions "${SESSIONS:-20000}" --seed 0 \
         --heldout_order "$ORDER" --out "$3/${NAME}_Fold${K}_${ORDER}" > /dev/null

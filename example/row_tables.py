@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 from typing import Dict, List, Sequence
 
-from ultra_multr.data.ultra_format import atomic_write_file
+from ultra_multr.files import atomic_write_file
 
 
 def write_csv(path: str, rows: Sequence[Dict]) -> None:

@@ -19,9 +19,9 @@ import sys
 from collections import defaultdict
 from typing import Dict, List, Sequence
 
-from ultra_multr.click_model_evaluation import FittedCascade, FittedPBM
-from ultra_multr.experiments.jsonfile import JsonFileError, read_json
-from ultra_multr.simulator_report import SIMULATOR, TRUE_MODEL, perplexity_gap
+from ultra_multr.click_models.evaluation import FittedCascade, FittedPBM
+from ultra_multr.files import JsonFileError, read_json
+from ultra_multr.experiments.simulator_report import SIMULATOR, TRUE_MODEL, perplexity_gap
 
 SCORED = (SIMULATOR, FittedPBM.name, FittedCascade.name)
 REPORT_DIR = re.compile(r"^(?P<data>.+)_Fold(?P<fold>\d+)_(?P<order>logged|random)$")

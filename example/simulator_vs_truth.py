@@ -27,12 +27,12 @@ import torch
 from ultra_multr.compat import startup  # noqa: F401  (ULTRA's fixes before it is imported)
 import ultra  # noqa: E402
 
-from ultra_multr.data.ultra_format import atomic_write_text  # noqa: E402
-from ultra_multr.feeds import query_arrays  # noqa: E402
+from ultra_multr.files import atomic_write_text  # noqa: E402
+from ultra_multr.feeds.arrays import query_arrays  # noqa: E402
 from ultra_multr.imputation import expected_pseudo_clicks  # noqa: E402
 from ultra_multr.simulator import load_simulator  # noqa: E402
 from ultra_multr.simulator.controls import TrueClickModelSimulator  # noqa: E402
-from ultra_multr.ultra_click_models import load_click_model_file  # noqa: E402
+from ultra_multr.click_models.ultra import load_click_model_file  # noqa: E402
 
 BINS = 5
 

@@ -20,7 +20,7 @@ os.environ.setdefault("ULTRA_MULTR_CACHE", tempfile.mkdtemp(prefix="ultra_multr-
 # main.py subprocesses start no early data checks (ultra_multr.compat.startup): on the suite's small data a second
 # process only costs CPU (a Python and numpy start per main.py run). The tests of them ask for `early_checks`.
 os.environ.setdefault("ULTRA_MULTR_EARLY_CHECKS", "0")
-from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
+from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset
 
 # Test tensors are small: one intra-op thread avoids OpenMP hand-offs that cost
 # more than the work (and keeps the suite fast when the machine is busy).

@@ -12,9 +12,9 @@ pa = require("pyarrow")
 feather = require("pyarrow.feather")
 pd = require("pandas")
 
-from ultra_multr.logs import baidu_schema as schema  # noqa: E402
-from ultra_multr.logs.baidu import BaiduSchemaError, read_sessions, session_count, signed_log1p  # noqa: E402
-from ultra_multr.logs.generate import LOGGER_FEATURE, logger_scores, write_baidu_log  # noqa: E402
+from ultra_multr.click_logs import baidu_schema as schema  # noqa: E402
+from ultra_multr.click_logs.baidu import BaiduSchemaError, read_sessions, session_count, signed_log1p  # noqa: E402
+from ultra_multr.generate.baidu_log import LOGGER_FEATURE, logger_scores, write_baidu_log  # noqa: E402
 
 
 def _document(query_no, query_id, query, doc, **values):
@@ -198,7 +198,7 @@ def test_gaps_leave_every_other_draw_as_it_was(tmp_path):
 
 
 def test_benchmark_metrics_of_one_query():
-    from ultra_multr.logs.baidu_evaluate import baidu_metrics
+    from ultra_multr.click_logs.baidu_evaluate import baidu_metrics
 
     labels, scores = np.array([0.0, 2.0, 1.0, 0.0]), np.array([4.0, 3.0, 2.0, 1.0])
     values = baidu_metrics(labels, scores)
@@ -284,7 +284,7 @@ def test_logger_noise_sets_how_many_orders_a_query_is_logged_in(tmp_path):
 def test_the_features_logger_does_not_see_the_labels():
     """Under logger="features" other labels (same features, same noise) give the same logged order; under the
     grade logger they do not."""
-    from ultra_multr.logs.generate import features_logger_weights
+    from ultra_multr.generate.baidu_log import features_logger_weights
 
     rng = np.random.default_rng(0)
     lexical = {name: rng.gamma(2.0, 3.0, size=8) for name in schema.LEXICAL_FEATURES}

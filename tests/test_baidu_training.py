@@ -13,10 +13,10 @@ from conftest import require, require_ultra, run_ultra_main
 require("pyarrow")
 ultra = require_ultra()
 
-from ultra_multr.logs import baidu  # noqa: E402
-from ultra_multr.logs.baidu_convert import main as convert_main  # noqa: E402
-from ultra_multr.logs.baidu_feed import BUCKET_FILE_STRIDE, BaiduSessionFeed  # noqa: E402
-from ultra_multr.logs.generate import write_baidu_log  # noqa: E402
+from ultra_multr.click_logs import baidu  # noqa: E402
+from ultra_multr.click_logs.baidu_convert import main as convert_main  # noqa: E402
+from ultra_multr.feeds.baidu import BUCKET_FILE_STRIDE, BaiduSessionFeed  # noqa: E402
+from ultra_multr.generate.baidu_log import write_baidu_log  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,7 @@ def test_feed_replays_every_logged_session_at_its_logged_positions(baidu_data):
 
 
 def test_stub_views_split_the_sessions_into_disjoint_buckets(baidu_data):
-    from ultra_multr.feeds import query_subset
+    from ultra_multr.feeds.arrays import query_subset
 
     _, data_dir, patterns = baidu_data
     stub = ultra.utils.read_data(data_dir, "train", None, 0)
@@ -91,7 +91,7 @@ def test_stub_views_split_the_sessions_into_disjoint_buckets(baidu_data):
 
 def _settings(tmp_path, data_dir, algorithm, hparams):
     """The converter's main_settings.json with a small ranker and test-sized hparams."""
-    from ultra_multr.logs.baidu_convert import MAIN_SETTINGS_JSON
+    from ultra_multr.click_logs.baidu_convert import MAIN_SETTINGS_JSON
 
     with open(os.path.join(data_dir, MAIN_SETTINGS_JSON)) as handle:
         settings = json.load(handle)
@@ -124,7 +124,7 @@ def test_main_py_trains_on_the_logged_sessions(ultra_main, baidu_data, tmp_path,
     ranker = phases["ranker"]  # main.py runs on to the checkpoint after --max_train_iteration
     assert ranker["lists"] % 16 == 0 and ranker["lists"] >= 3 * 16 and ranker["sessions"] >= ranker["lists"]
     # the feed stored the training log's standardisation with the model: the converter's, unchanged
-    from ultra_multr.logs.standardize import STATS_JSON, Standardizer
+    from ultra_multr.click_logs.standardize import STATS_JSON, Standardizer
 
     assert Standardizer.load(os.path.join(model_dir, STATS_JSON)).same_as(
         Standardizer.load(os.path.join(data_dir, STATS_JSON)))
@@ -136,7 +136,7 @@ def test_main_py_trains_on_the_logged_sessions(ultra_main, baidu_data, tmp_path,
         return
     # The benchmark's metrics on the annotated test queries, from the feather file ...
     from ultra_multr.experiments.evaluate import evaluate_run
-    from ultra_multr.logs.baidu_evaluate import BAIDU_METRICS, evaluate
+    from ultra_multr.click_logs.baidu_evaluate import BAIDU_METRICS, evaluate
 
     settings = json.loads(open(args[1]).read())
     summary = evaluate(data_dir, settings, model_dir, str(tmp_path / "baidu_eval"), "test")
@@ -160,7 +160,7 @@ def test_main_py_trains_on_the_logged_sessions(ultra_main, baidu_data, tmp_path,
 
 def _check_heldout_click_log_likelihood(log_files, model_dir, out):
     """The simulator and the position-CTR floor scored on the held-out part; the floor checked by hand."""
-    from ultra_multr.logs.baidu_click_ll import evaluate
+    from ultra_multr.click_logs.baidu_click_ll import evaluate
 
     pa_feather = require("pyarrow.feather")
     train_files, heldout_files = log_files
@@ -199,7 +199,7 @@ def _check_heldout_click_log_likelihood(log_files, model_dir, out):
     record = json.load(open(os.path.join(out, "click_log_likelihood.json")))
     assert record["standardization"] == os.path.join(model_dir, "feature_standardization.json")  # beside the simulator
     # ultr-reproducibility's protocol: the click log-likelihood of the test half of the held-out sessions only
-    from ultra_multr.logs.baidu_convert import heldout_rows
+    from ultra_multr.click_logs.baidu_convert import heldout_rows
 
     repro = out + "_repro_data"
     assert convert_main(["--annotations", os.path.join(os.path.dirname(heldout_files[0]), "validation.feather"),
@@ -220,8 +220,8 @@ def _assert_rows_among(written, expected, tol=1e-4):
 
 
 def test_standardisation_is_fitted_on_the_training_log_and_applied_alike_to_every_split(baidu_data):
-    from ultra_multr.logs.baidu_convert import MAIN_SETTINGS_JSON
-    from ultra_multr.logs.standardize import STATS_JSON, Standardizer
+    from ultra_multr.click_logs.baidu_convert import MAIN_SETTINGS_JSON
+    from ultra_multr.click_logs.standardize import STATS_JSON, Standardizer
 
     log, data_dir, patterns = baidu_data
     stats = Standardizer.load(os.path.join(data_dir, STATS_JSON))  # on by default
@@ -250,8 +250,8 @@ def test_standardisation_is_fitted_on_the_training_log_and_applied_alike_to_ever
 
 
 def test_no_standardize_leaves_the_features_as_read(baidu_data, tmp_path):
-    from ultra_multr.logs.baidu_convert import MAIN_SETTINGS_JSON
-    from ultra_multr.logs.standardize import STATS_JSON
+    from ultra_multr.click_logs.baidu_convert import MAIN_SETTINGS_JSON
+    from ultra_multr.click_logs.standardize import STATS_JSON
 
     log, _, patterns = baidu_data
     out = str(tmp_path / "raw")
@@ -266,7 +266,7 @@ def test_no_standardize_leaves_the_features_as_read(baidu_data, tmp_path):
 
 
 def test_the_statistics_refuse_other_reader_settings(baidu_data, tmp_path):
-    from ultra_multr.logs.standardize import STATS_JSON, Standardizer, stored_with_model
+    from ultra_multr.click_logs.standardize import STATS_JSON, Standardizer, stored_with_model
 
     _, data_dir, patterns = baidu_data
     with pytest.raises(ValueError, match="log1p_lexical"):
@@ -284,7 +284,7 @@ def test_the_statistics_refuse_other_reader_settings(baidu_data, tmp_path):
 # --- issue 27, item 3: ultr-reproducibility's protocol -------------------------------------------------------------
 
 def test_heldout_split_is_ultr_reproducibility_split():
-    from ultra_multr.logs.baidu_convert import heldout_split
+    from ultra_multr.click_logs.baidu_convert import heldout_split
 
     sklearn = pytest.importorskip("sklearn.model_selection")
     for n in (2, 9, 10, 1001):
@@ -303,7 +303,7 @@ def test_heldout_split_is_ultr_reproducibility_split():
 
 
 def test_reproducibility_protocol_converts_validation_clicks_and_all_annotations(baidu_data, tmp_path):
-    from ultra_multr.logs.baidu_convert import CONVERSION_JSON, heldout_rows
+    from ultra_multr.click_logs.baidu_convert import CONVERSION_JSON, heldout_rows
 
     log, _, patterns = baidu_data
     out = str(tmp_path / "repro")

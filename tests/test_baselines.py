@@ -24,7 +24,7 @@ ultra = require_ultra()
 
 from ultra_multr.algorithms.ipw import IPW  # noqa: E402  (needs ULTRA)
 from ultra_multr.algorithms.naive import Naive  # noqa: E402  (needs ULTRA)
-from ultra_multr.compat.runtime import Batch  # noqa: E402
+from ultra_multr.batch import Batch  # noqa: E402
 from ultra_multr.config import HParamError, split_assignments  # noqa: E402
 
 PBM_ETA1 = os.path.join(SETTINGS_DIR, "click_models", "pbm_eta1_eps0.1_ymax4.json")
@@ -132,7 +132,7 @@ def garbage_in_padding(batch: Batch) -> Batch:
     ],
 )
 def test_padding_never_reaches_the_loss(tmp_path, algorithm, hparams, device):
-    from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
+    from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset
 
     data_dir = write_synthetic_ultra_dataset(str(tmp_path), docs_per_query=(4, 12))  # many padded slots
     settings = algorithm_settings(algorithm, "%s,device=%s" % (hparams, device))

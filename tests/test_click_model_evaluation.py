@@ -1,11 +1,11 @@
-"""Fitted baselines and held-out scores of ultra_multr.click_model_evaluation (pure torch)."""
+"""Fitted baselines and held-out scores of ultra_multr.click_models.evaluation (pure torch)."""
 import math
 
 import pytest
 import torch
 
 from ultra_multr import click_models as cm
-from ultra_multr.click_model_evaluation import (
+from ultra_multr.click_models.evaluation import (
     KnownClickModel,
     QueryLists,
     SessionModel,

@@ -172,7 +172,7 @@ def test_shipped_settings_follow_the_protocol(path):
 @pytest.fixture
 def adapters():
     require_ultra()
-    from ultra_multr import ultra_click_models
+    from ultra_multr.click_models import ultra as ultra_click_models
 
     return ultra_click_models
 
@@ -183,7 +183,7 @@ def ultra_descriptions():
                 "exam_prob": [0.68, 0.61, 0.48, 0.34, 0.28, 0.2, 0.11, 0.1, 0.08, 0.06]},
         "cascade": {"model_name": "cascade_model", "eta": 1.0, "click_prob": CLICK_PROB, "exam_prob": [1.0] * 10},
         "ubm": {"model_name": "user_browsing_model", "eta": 1.0, "click_prob": CLICK_PROB, "exam_prob": UBM_TABLE},
-        "dcm": {"model_name": "ultra_multr.ultra_click_models.DependentClickModel", "click_prob": CLICK_PROB,
+        "dcm": {"model_name": "ultra_multr.click_models.ultra.DependentClickModel", "click_prob": CLICK_PROB,
                 "continuation_prob": [0.7, 0.5]},
     }
 
@@ -260,10 +260,10 @@ def test_dynamic_eta_change_as_ultras_feeds_do_it(adapters):
 def test_loader_accepts_dotted_paths_and_lists_available_ones(adapters):
     dcm = adapters.load_click_model(ultra_descriptions()["dcm"])
     assert isinstance(dcm, adapters.DependentClickModel)
-    assert dcm.getModelJson()["model_name"] == "ultra_multr.ultra_click_models.DependentClickModel"
+    assert dcm.getModelJson()["model_name"] == "ultra_multr.click_models.ultra.DependentClickModel"
     with pytest.raises(ValueError, match="'my_model' is unknown; available: .*cascade_model.*DependentClickModel"):
         adapters.load_click_model({"model_name": "my_model"})
-    with pytest.raises(ValueError, match="is not a subclass of ultra_multr.ultra_click_models.UltraClickModel"):
+    with pytest.raises(ValueError, match="is not a subclass of ultra_multr.click_models.ultra.UltraClickModel"):
         adapters.load_click_model({"model_name": "ultra_multr.click_models.CascadeModel", "click_prob": [0.1, 1.0]})
     with pytest.raises(ValueError, match="unknown \\['exam'\\]"):
         adapters.load_click_model({"model_name": "cascade_model", "click_prob": [0.1, 1.0], "exam": [1.0]})
@@ -271,7 +271,7 @@ def test_loader_accepts_dotted_paths_and_lists_available_ones(adapters):
 
 def test_registration_hook_takes_a_lazy_dotted_path(adapters):
     """How a learned simulator plugs in: a subclass reading its own JSON keys."""
-    path = "ultra_multr.ultra_click_models.DependentClickModel"
+    path = "ultra_multr.click_models.ultra.DependentClickModel"
     adapters.register_click_model("dcm_alias_for_test", path)
     assert "dcm_alias_for_test" in adapters.available_click_models()
     model = adapters.load_click_model(dict(ultra_descriptions()["dcm"], model_name="dcm_alias_for_test"))

@@ -74,7 +74,7 @@ def test_boolean_main_flags_with_false_values_are_refused():
 
 def test_batch_from_input_feed_casts_ids_and_masks_padding():
     require_ultra()
-    from ultra_multr.compat.runtime import batch_from_input_feed
+    from ultra_multr.batch import batch_from_input_feed
 
     feed = {
         "letor_features": np.arange(6, dtype=np.float32).reshape(3, 2),

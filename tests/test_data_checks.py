@@ -7,7 +7,7 @@ import re
 import pytest
 
 from ultra_multr.data.checks import DataCheckError, check_data_dir, main
-from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
+from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset
 
 
 @pytest.fixture

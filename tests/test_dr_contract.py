@@ -3,7 +3,7 @@
 MULTR is built as main.py builds it (one query of 10 documents, ULTRA's
 Raw_data, our ClickSimulationFeed with position-based clicks, examination
 1/rank), a known click model is plugged into its simulator interface
-(:class:`ultra_multr.estimator_targets.KnownClickSimulator`), DLA's
+(:class:`ultra_multr.experiments.estimator_targets.KnownClickSimulator`), DLA's
 propensities are set, batches come from MULTR's own training feed (lists
 without a click dropped) and the weights are read where
 ``MULTR.training_loss`` hands them to the listwise loss.  The randomisation
@@ -24,10 +24,10 @@ from conftest import REPO_ROOT, require_ultra
 
 require_ultra()
 
-from ultra_multr import estimator_targets as et  # noqa: E402
+from ultra_multr.experiments import estimator_targets as et  # noqa: E402
 from ultra_multr.config import parse_hparams  # noqa: E402
 from ultra_multr.algorithms.multr import MULTRConfig  # noqa: E402
-from ultra_multr.feeds import query_arrays  # noqa: E402
+from ultra_multr.feeds.arrays import query_arrays  # noqa: E402
 
 CLICK_PROB = np.array([0.1, 0.16, 0.28, 0.52, 1.0])
 LABELS = [3, 2, 0, 1, 3, 0, 2, 0, 1, 0]

@@ -15,13 +15,13 @@ import sys
 import pytest
 
 from conftest import require_ultra
-from ultra_multr.compat import startup
-from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
+from ultra_multr.compat import early_checks as hook
+from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset
 
 STAND_IN = """\
-import ultra_multr.compat.startup as startup
-print(startup.EARLY_CHECKS.args[3:] if startup.EARLY_CHECKS else None)
-print(startup.wait_for_early_checks(60))
+import ultra_multr.compat.early_checks as early_checks
+print(early_checks.EARLY_CHECKS.args[3:] if early_checks.EARLY_CHECKS else None)
+print(early_checks.wait_for_early_checks(60))
 """
 
 
@@ -38,8 +38,8 @@ def main_py(tmp_path):
 
 def test_main_py_arguments_are_read_as_main_py_reads_them():
     def splits(*argv):
-        args = startup.parse_main_py_argv(argv)
-        return None if args is None else startup.splits_main_py_reads(args)
+        args = hook.parse_main_py_argv(argv)
+        return None if args is None else hook.splits_main_py_reads(args)
 
     assert splits("--data_dir", "d", "--batch_size", "16") == ["train", "valid"]
     assert splits("--data_dir=d", "--test_while_train", "1", "--valid_data_prefix=dev") == ["train", "dev", "test"]
@@ -47,7 +47,7 @@ def test_main_py_arguments_are_read_as_main_py_reads_them():
     assert splits("--data_dir", "d", "--test_only", "") == ["train", "valid"]  # type=bool: only "" is False
     assert splits("--batch_size", "16") is None  # no --data_dir
     assert splits("--data_dir", "d", "-h") is None
-    args = startup.parse_main_py_argv(["--data_dir", "d", "--click_model_dir", "cm", "--setting_file=s.json"])
+    args = hook.parse_main_py_argv(["--data_dir", "d", "--click_model_dir", "cm", "--setting_file=s.json"])
     assert (args.data_dir, args.click_model_dir, args.setting_file) == ("d", "cm", "s.json")
 
 
@@ -55,7 +55,7 @@ def test_which_starts_check_early(main_py, tmp_path, monkeypatch, early_checks):
     monkeypatch.chdir(tmp_path)
 
     def command(*args, script=main_py):
-        found = startup.early_checks_command([script, "--setting_file", "ours.json"] + list(args))
+        found = hook.early_checks_command([script, "--setting_file", "ours.json"] + list(args))
         return None if found is None else found[1:]
 
     assert command("--data_dir", "data") == ["-m", "ultra_multr.data.checks", "data", "--splits", "train", "valid"]
@@ -65,7 +65,7 @@ def test_which_starts_check_early(main_py, tmp_path, monkeypatch, early_checks):
     assert command("--data_dir", "data", "--click_model_dir", "cm")[-2:] == ["--click_model_dir", "cm"]  # ULTRE
     assert command("--data_dir", "data", "--setting_file", "ultras.json") is None  # ULTRA's own algorithm
     assert command("--data_dir", "data", "--setting_file", "missing.json") is None
-    monkeypatch.setenv(startup.EARLY_CHECKS_ENV, "0")
+    monkeypatch.setenv(hook.EARLY_CHECKS_ENV, "0")
     assert command("--data_dir", "data") is None
 
 
@@ -76,7 +76,7 @@ def test_the_hook_starts_them_at_interpreter_start_and_the_switch_turns_them_off
         return subprocess.run([sys.executable, main_py, "--data_dir", "data", "--setting_file", "ours.json"],
                               cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120, check=True)
 
-    off = run(dict(env, **{startup.EARLY_CHECKS_ENV: "0"}))
+    off = run(dict(env, **{hook.EARLY_CHECKS_ENV: "0"}))
     assert off.stdout.splitlines() == ["None", "None"] and not (tmp_path / "cache").exists()
     lines = run(env).stdout.splitlines()
     assert lines[0] == "['data', '--splits', 'train', 'valid']"
@@ -87,7 +87,7 @@ def test_the_hook_starts_them_at_interpreter_start_and_the_switch_turns_them_off
 def test_the_runners_seeded_main_starts_them_too(main_py, tmp_path, monkeypatch, capsys, early_checks):
     """The study runner starts main.py through seeded_main, whose own start the hook does not take for main.py's."""
     require_ultra()
-    from ultra_multr.experiments.seeded_main import main as seeded_main
+    from ultra_multr.experiments.runner.seeded_main import main as seeded_main
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ULTRA_MULTR_CACHE", str(tmp_path / "cache"))
@@ -100,7 +100,7 @@ def test_the_runners_seeded_main_starts_them_too(main_py, tmp_path, monkeypatch,
 
 def test_a_second_process_that_does_not_finish_is_stopped(monkeypatch):
     process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    monkeypatch.setattr(startup, "EARLY_CHECKS", process)
-    assert "still running after 0.1 s; stopped it, checking here" in startup.wait_for_early_checks(0.1)
-    assert process.returncode is not None and startup.EARLY_CHECKS is None
-    assert startup.wait_for_early_checks() is None  # waited for once
+    monkeypatch.setattr(hook, "EARLY_CHECKS", process)
+    assert "still running after 0.1 s; stopped it, checking here" in hook.wait_for_early_checks(0.1)
+    assert process.returncode is not None and hook.EARLY_CHECKS is None
+    assert hook.wait_for_early_checks() is None  # waited for once

@@ -18,8 +18,8 @@ from ultra_multr.experiments import methods as registry
 from ultra_multr.experiments.aggregate import (
     RunRecord, aggregate, build_table, format_csv, format_markdown, sweep_figure,
 )
-from ultra_multr.experiments.metrics import metric_names, per_query_metrics, query_metrics
-from ultra_multr.experiments.runner import (
+from ultra_multr.metrics import metric_names, per_query_metrics, query_metrics
+from ultra_multr.experiments.runner.cli import (
     ConfigError, RunnerLockError, expand_runs, load_config, resolve_threads, run_all,
 )
 from ultra_multr.experiments.significance import randomization_test
@@ -255,7 +255,7 @@ def test_runner_unknown_method_lists_known_ones(tmp_path):
 
 
 def test_runner_refuses_names_that_share_a_folder_naming_both(tmp_path, capsys):
-    from ultra_multr.experiments.runner import main
+    from ultra_multr.experiments.runner.cli import main
 
     four_folds = {"Fold 1": "a", "Fold_1": "b", "Fold2": "c", "Fold3": "d"}  # the first two: one folder Fold_1
     config = _write_config(tmp_path, datasets={"toy": four_folds})
@@ -343,7 +343,7 @@ def test_runner_threads_follow_flag_then_environment_then_cores():
 
 _SLEEPING_RUNNER = r"""
 import sys, time
-from ultra_multr.experiments.runner import expand_runs, load_config, run_all
+from ultra_multr.experiments.runner.cli import expand_runs, load_config, run_all
 runs = expand_runs(load_config(sys.argv[1]))[:1]
 sleeper = lambda run: [("sleep", [sys.executable, "-c", "import time; time.sleep(60)"])]
 run_all(runs, sys.argv[2], commands=sleeper, progress=False)
@@ -438,7 +438,7 @@ sys.exit(3)
 
 
 def test_a_failed_step_keeps_its_whole_stderr_and_reports_its_tail(tmp_path):
-    from ultra_multr.experiments.stderr_copy import TAIL_BYTES
+    from ultra_multr.experiments.runner.stderr_copy import TAIL_BYTES
 
     (run,) = expand_runs(load_config(_write_config(tmp_path)))[:1]
     argv = [sys.executable, "-c", _NOISY_FAILING_STEP]
@@ -673,7 +673,7 @@ def test_evaluate_checkpoint_writes_consistent_outputs(tmp_path):
     import torch
 
     from ultra_multr.compat.runtime import create_ranking_model, score_documents
-    from ultra_multr.data.synthetic import iter_synthetic_queries
+    from ultra_multr.generate.ultra_dataset import iter_synthetic_queries
     from ultra_multr.data.ultra_format import write_settings, write_split
     from ultra_multr.experiments.evaluate import evaluate_run, read_per_query_csv
 
@@ -711,7 +711,7 @@ def test_evaluate_checkpoint_writes_consistent_outputs(tmp_path):
 
 def test_seeded_main_runs_script_as_main_with_seed(tmp_path):
     require_ultra()
-    from ultra_multr.experiments.seeded_main import main as seeded_main
+    from ultra_multr.experiments.runner.seeded_main import main as seeded_main
 
     script = tmp_path / "main.py"
     out = tmp_path / "out.json"
@@ -733,7 +733,7 @@ def test_seeded_main_runs_script_as_main_with_seed(tmp_path):
 
 def test_settings_files_that_are_not_json_fail_naming_the_file(tmp_path):
     from ultra_multr.experiments.evaluate import main as evaluate_main
-    from ultra_multr.experiments.seeded_main import main as seeded_main
+    from ultra_multr.experiments.runner.seeded_main import main as seeded_main
 
     bad = tmp_path / "settings.json"
     bad.write_text('{"learning_algorithm": "ultra_multr.DLA",\n "x": }\n')
@@ -751,7 +751,7 @@ def test_runner_trains_through_ultra_main_and_matches_ultra_evaluation(tmp_path)
     """One DLA run through ULTRA's unmodified main.py; our test metrics equal main.py --test_only's."""
     require_ultra()
 
-    from ultra_multr.experiments.runner import find_main_py
+    from ultra_multr.experiments.runner.cli import find_main_py
 
     try:
         main_py = find_main_py()
@@ -797,7 +797,7 @@ def test_done_json_records_each_steps_peak_memory(tmp_path):
 def test_the_runner_checks_data_directories_python_and_main_py_before_it_starts(tmp_path, capsys, synthetic_data_dir):
     """A missing data directory, a directory without settings.json, an interpreter or a main.py that do not exist:
     all named at once, nothing started (it used to start the runs and fail each later)."""
-    from ultra_multr.experiments import runner
+    from ultra_multr.experiments.runner import cli as runner
 
     (tmp_path / "not_ultra").mkdir()
     path = _write_config(

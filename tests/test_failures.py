@@ -209,7 +209,7 @@ def test_a_full_disk_names_main_pys_ranker_checkpoint(ultra_main, synthetic_data
             "space left on device: 0 bytes free on its file system)" % tmpfs_dir) in run.stderr
     # the same through the runner's entry point (runpy: main.py's frame names the checkpoint)
     seeded = subprocess.run(
-        small_disk(tmpfs_dir, "64k") + [sys.executable, "-m", "ultra_multr.experiments.seeded_main", "--seed", "0",
+        small_disk(tmpfs_dir, "64k") + [sys.executable, "-m", "ultra_multr.experiments.runner.seeded_main", "--seed", "0",
                                         ultra_main]
         + main_args(settings, tmpfs_dir, synthetic_data_dir, "--max_train_iteration", "2", "--steps_per_checkpoint", "2"),
         cwd=str(tmp_path), capture_output=True, text=True, timeout=240,
@@ -255,7 +255,7 @@ def test_the_atomic_ranklist_is_ultras_byte_for_byte(synthetic_data_dir, tmp_pat
 # the disk full, and its failed.json (with 10 kB of stderr) cannot fit in the page its step.json leaves.
 _STEP_FILLING_ITS_DISK = r"""
 import atexit, fcntl, json, os, struct, sys, termios, time
-from ultra_multr.data.ultra_format import atomic_write_bytes
+from ultra_multr.files import atomic_write_bytes
 
 def wait_until_the_runner_read_our_stderr():
     while struct.unpack("i", fcntl.ioctl(2, termios.FIONREAD, b"0000"))[0]:
@@ -286,7 +286,7 @@ atomic_write_bytes(os.path.abspath(os.path.join("model", "ultra_multr.DLA.ckpt")
 
 _RUNNER_ON_A_SMALL_DISK = r"""
 import json, logging, shutil, sys
-from ultra_multr.experiments.runner import expand_runs, load_config, run_all
+from ultra_multr.experiments.runner.cli import expand_runs, load_config, run_all
 logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
 config = load_config(sys.argv[1])
 step = [sys.executable, "-c", sys.argv[2]]

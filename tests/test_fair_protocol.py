@@ -156,12 +156,12 @@ TUNE = "seed=1,device=cpu,log_every=0,tune=learning_rate,tune_grid=[0.01,0.5,0.0
 def test_a_baselines_pilot_takes_the_best_candidate_counts_its_sessions_and_leaves_no_trace(
     synthetic_data_dir, monkeypatch, caplog
 ):
-    from ultra_multr.algorithms import rerank_weight, tuning
+    from ultra_multr.algorithms import pilot, tuning
 
     model, _, _ = build(synthetic_data_dir, TUNE, algorithm="ultra_multr.DLA")
     before = [p.detach().clone() for p in model.model.parameters()]
     # a validation score peaked at learning rate 0.5: the argmax must find it (not the first, not the last)
-    monkeypatch.setattr(rerank_weight, "validation_metric", lambda algorithm, _: 1 - abs(algorithm.hparams.learning_rate - 0.5))
+    monkeypatch.setattr(pilot, "validation_metric", lambda algorithm, _: 1 - abs(algorithm.hparams.learning_rate - 0.5))
     with caplog.at_level(logging.INFO, logger="ultra_multr"):
         chosen = tuning.tune(model, read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=16)
     assert chosen == 0.5 and model.hparams.learning_rate == 0.5 and model.propensity_learning_rate == 0.5

@@ -12,11 +12,12 @@ import torch
 ultra = require_ultra()
 
 from ultra_multr import click_models as cm  # noqa: E402
-from ultra_multr import ultra_click_models  # noqa: E402
-from ultra_multr.compat.runtime import batch_from_input_feed  # noqa: E402
+from ultra_multr.click_models import ultra as ultra_click_models  # noqa: E402
+from ultra_multr.batch import batch_from_input_feed  # noqa: E402
 from ultra_multr.config import HParamError  # noqa: E402
-from ultra_multr.data.synthetic import write_synthetic_ultra_dataset  # noqa: E402
-from ultra_multr.feeds import DONE_ATTRIBUTE, ClickLogFeed, ClickSimulationFeed, query_subset  # noqa: E402
+from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset  # noqa: E402
+from ultra_multr.feeds.simulation import ClickLogFeed, ClickSimulationFeed  # noqa: E402
+from ultra_multr.feeds.arrays import DONE_ATTRIBUTE, query_subset
 
 N = 10  # shown positions; the data's lists have 3..14 documents
 

@@ -11,8 +11,9 @@ from conftest import require_ultra
 
 ultra = require_ultra()  # noqa: E402 below: the modules under test import ULTRA
 
-from ultra_multr.compat.runtime import Batch  # noqa: E402
-from ultra_multr.imputation import PseudoClickCache, list_fingerprints
+from ultra_multr.batch import Batch  # noqa: E402
+from ultra_multr.imputation import PseudoClickCache
+from ultra_multr.fingerprints import list_fingerprints
 from ultra_multr.simulator import ContextAwareUserSimulator, SimulatorConfig
 
 N, F = 6, 5
@@ -95,7 +96,7 @@ def test_a_list_missing_from_the_cache_is_computed_and_added(caplog):
 
 from ultra_multr.algorithms.multr import MULTR  # noqa: E402
 from ultra_multr import losses  # noqa: E402
-from ultra_multr.feeds import ClickSimulationFeed  # noqa: E402
+from ultra_multr.feeds.simulation import ClickSimulationFeed  # noqa: E402
 from ultra_multr.losses.listwise import listwise_document_losses  # noqa: E402
 
 

@@ -71,7 +71,7 @@ def test_training_curves_and_a_trec_ranklist(ultra_main, synthetic_data_dir, tmp
 
 
 def test_main_py_names_a_bad_line_in_the_split_it_reads(ultra_main, tmp_path, early_checks):
-    from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
+    from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset
 
     data_dir = write_synthetic_ultra_dataset(str(tmp_path / "data"), {"train": 8, "valid": 3, "test": 3})
     path = os.path.join(data_dir, "test", "test.feature")
@@ -105,7 +105,7 @@ def test_main_py_checks_the_splits_it_reads():
 def test_main_py_failures_before_our_code_name_the_culprit(ultra_main, tmp_path, early_checks):
     """ULTRA reads the data and the settings before creating our algorithm: the start-up hook explains
     (while its early checks run in a second process)."""
-    from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
+    from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset
 
     data_dir = write_synthetic_ultra_dataset(str(tmp_path / "data"), {"train": 8, "valid": 3, "test": 3})
     with open(os.path.join(data_dir, "test", "test.labels")) as handle:
@@ -118,7 +118,7 @@ def test_main_py_failures_before_our_code_name_the_culprit(ultra_main, tmp_path,
 
     # the same through the runner's entry point: runpy restores __main__ before the exception reaches the hook
     seeded = subprocess.run(
-        [sys.executable, "-m", "ultra_multr.experiments.seeded_main", "--seed", "0", ultra_main]
+        [sys.executable, "-m", "ultra_multr.experiments.runner.seeded_main", "--seed", "0", ultra_main]
         + main_args(settings, str(tmp_path / "m"), data_dir, "--test_only", "True"),
         cwd=str(tmp_path), capture_output=True, text=True, timeout=240,
     )

@@ -17,7 +17,7 @@ require_ultra()
 
 from ultra_multr.compat.model_dir import ModelDirError, check_model_dir, checkpoint_path  # noqa: E402
 from ultra_multr.compat.runtime import create_ranking_model, score_documents  # noqa: E402
-from ultra_multr.data.synthetic import write_synthetic_ultra_dataset  # noqa: E402
+from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset  # noqa: E402
 
 SETTINGS = {
     "learning_algorithm": "ultra_multr.Naive",

@@ -98,7 +98,7 @@ TUNE = "tune=learning_rate,tune_grid=[0.01,0.5,0.05],tune_pilot_steps=3,pilot_mi
 
 
 def test_multr_takes_the_baselines_learning_rate_pilot_with_one_simulator(synthetic_data_dir, monkeypatch, caplog):
-    from ultra_multr.algorithms import rerank_weight, tuning
+    from ultra_multr.algorithms import pilot, tuning
 
     multr, feed, data = build(synthetic_data_dir, ",".join([COMMON, SIMULATOR, TUNE]))
     trained = []
@@ -113,7 +113,7 @@ def test_multr_takes_the_baselines_learning_rate_pilot_with_one_simulator(synthe
         scored.append(algorithm.simulator)
         return 1 - abs(algorithm.hparams.learning_rate - 0.5)
 
-    monkeypatch.setattr(rerank_weight, "validation_metric", peaked_at_half)
+    monkeypatch.setattr(pilot, "validation_metric", peaked_at_half)
     with caplog.at_level(logging.INFO, logger="ultra_multr"):
         multr.train(feed.get_batch(data, check_validation=True)[0])
     assert multr.hparams.learning_rate == 0.5 and multr.propensity_learning_rate == 0.5

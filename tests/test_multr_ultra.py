@@ -82,7 +82,7 @@ def test_main_py_trains_then_evaluates_multr(ultra_main, synthetic_data_dir, tmp
     # A restart would load the ranker's weights only and restart everything else: refused, saying how to start afresh.
     with pytest.raises(AssertionError, match="same data and settings.*cannot resume.*delete"):
         run_ultra_main(ultra_main, restart, cwd=str(tmp_path))
-    from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
+    from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset
 
     other_data = write_synthetic_ultra_dataset(str(tmp_path / "other"), seed=1)
     with pytest.raises(AssertionError, match=r"other data or settings \(differ: data_dir, data_sha256\)"):
@@ -109,7 +109,7 @@ def test_main_py_test_only_refuses_a_model_dir_without_ranker(ultra_main, synthe
 
 
 def test_main_py_refuses_a_cutoff_longer_than_every_list(ultra_main, tmp_path):
-    from ultra_multr.data.synthetic import write_synthetic_ultra_dataset
+    from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset
 
     data_dir = write_synthetic_ultra_dataset(str(tmp_path / "short"), docs_per_query=(3, 5))
     # a simulator of 10,000 steps: the refusal must come before it trains (it used to come after, ~30 s later)

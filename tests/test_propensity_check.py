@@ -11,8 +11,8 @@ from conftest import require
 require("ultr_bias_toolkit")
 require("pandas")
 
-from ultra_multr.logs.propensity_check import harvested_examination, sessions_frame, write_table  # noqa: E402
-from ultra_multr.logs.synthetic import adjacent_swaps, pbm_session_log  # noqa: E402
+from ultra_multr.click_logs.propensity_check import harvested_examination, sessions_frame, write_table  # noqa: E402
+from ultra_multr.generate.ultre_log import adjacent_swaps, pbm_session_log  # noqa: E402
 
 #: A steeper curve than the default 1/k, so the check is not tuned to one shape.
 EXAM = tuple(float(x) for x in 0.9 ** np.arange(10) * np.linspace(1.0, 0.5, 10))

@@ -21,10 +21,10 @@ require("tensorboard")
 from torch.utils.tensorboard import SummaryWriter  # noqa: E402
 
 from ultra_multr.compat.runtime import create_ranking_model  # noqa: E402
-from ultra_multr.data.synthetic import write_recipe_dataset  # noqa: E402
+from ultra_multr.generate.ultra_dataset import write_recipe_dataset  # noqa: E402
 from ultra_multr.experiments.aggregate import METRICS  # noqa: E402
 from ultra_multr.experiments.methods import ultra_settings  # noqa: E402
-from ultra_multr.experiments.runner import expand_runs, load_config  # noqa: E402
+from ultra_multr.experiments.runner.cli import expand_runs, load_config  # noqa: E402
 
 _SPEC = importlib.util.spec_from_file_location(
     "propensity_drift_run", os.path.join(REPO_ROOT, "studies", "propensity_drift", "run.py"))

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import REPO_ROOT
 from ultra_multr.config import split_assignments
-from ultra_multr.experiments.runner import expand_runs, load_config
+from ultra_multr.experiments.runner.cli import expand_runs, load_config
 
 _SCRIPT = os.path.join(REPO_ROOT, "example", "reproduce_paper.py")
 _SPEC = importlib.util.spec_from_file_location("reproduce_paper", _SCRIPT)
@@ -83,7 +83,7 @@ def test_table3_trains_on_logged_clicks_without_simulation(tmp_path):
     assert {r.info["dataset"] for r in runs} == {"Tiangong-ULTR"}
     for run in runs:
         # Each logged list replayed with its clicks (MULTR's simulator holds sessions out of them).
-        assert run.settings["train_input_feed"] == "ultra_multr.logs.ultre_feed.UltreSessionFeed"
+        assert run.settings["train_input_feed"] == "ultra_multr.feeds.ultre.UltreSessionFeed"
         feed = hparams(run.settings["train_input_hparams"])
         assert feed["use_max_candidate_num"] == "False" and "click_model_json" not in feed
         # Model selection on the validation split, which is never the test split (see the view tests).
@@ -206,7 +206,7 @@ def test_multr_default_trains_on_a_tiangong_view_through_main_py(tmp_path):
     objective; now it scores its pilot on the carved validation queries."""
     from conftest import find_ultra_main, run_ultra_main
     from ultra_multr.data.ultra_format import RankedQuery, write_settings, write_split
-    from ultra_multr.logs.synthetic import pbm_session_log
+    from ultra_multr.generate.ultre_log import pbm_session_log
 
     log = pbm_session_log(n_queries=10, n_sessions=120, n_features=8, seed=2)
     sessions = [

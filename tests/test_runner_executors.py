@@ -10,9 +10,9 @@ import time
 import pytest
 from conftest import require, require_ultra, write_toy_study
 
-from ultra_multr.experiments.executors import ARRAY_FILE, make_executor, refuse_a_running_array
-from ultra_multr.experiments.runner import ConfigError, expand_runs, find_main_py, load_config, main, run_all
-from ultra_multr.experiments.slurm_config import sbatch_script
+from ultra_multr.experiments.runner.executors import ARRAY_FILE, make_executor, refuse_a_running_array
+from ultra_multr.experiments.runner.cli import ConfigError, expand_runs, find_main_py, load_config, main, run_all
+from ultra_multr.experiments.runner.slurm_config import sbatch_script
 
 require("submitit")
 # The jobs of submitit-local unpickle _fake_commands in another process, which cannot import this test module.
@@ -144,7 +144,7 @@ def test_slurm_config_mistakes_are_named(tmp_path):
 
 _SLEEPING_RUNNER = r"""
 import sys
-from ultra_multr.experiments.runner import expand_runs, load_config, run_all
+from ultra_multr.experiments.runner.cli import expand_runs, load_config, run_all
 sleeper = lambda run: [("sleep", [sys.executable, "-c", "import time; time.sleep(60)"])]
 run_all(expand_runs(load_config(sys.argv[1])), sys.argv[2], commands=sleeper, progress=False, executor="submitit-local")
 """

@@ -20,7 +20,7 @@ from conftest import REPO_ROOT, require_ultra, run_ultra_main
 
 ultra = require_ultra()
 
-from ultra_multr.data.synthetic import write_synthetic_ultra_dataset  # noqa: E402
+from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset  # noqa: E402
 
 SETTINGS_DIR = os.path.join(REPO_ROOT, "settings")
 SETTINGS_FILES = sorted(name for name in os.listdir(SETTINGS_DIR) if name.endswith(".json"))

@@ -10,10 +10,10 @@ import torch
 
 ultra = require_ultra()
 
-from ultra_multr.data.synthetic import write_synthetic_ultra_dataset  # noqa: E402
-from ultra_multr.feeds import ClickSimulationFeed  # noqa: E402
+from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset  # noqa: E402
+from ultra_multr.feeds.simulation import ClickSimulationFeed  # noqa: E402
 from ultra_multr.simulator import ContextAwareUserSimulator, SimulatorConfig, save_simulator  # noqa: E402
-from ultra_multr.ultra_click_models import (  # noqa: E402
+from ultra_multr.click_models.ultra import (  # noqa: E402
     SimulatorClickModel,
     available_click_models,
     load_click_model,
@@ -21,7 +21,7 @@ from ultra_multr.ultra_click_models import (  # noqa: E402
 )
 
 F, N = 5, 10
-NAME = "ultra_multr.ultra_click_models.SimulatorClickModel"
+NAME = "ultra_multr.click_models.ultra.SimulatorClickModel"
 Z = 4.5  # Monte-Carlo tolerance in standard deviations (every test is seeded)
 
 

@@ -4,7 +4,7 @@ click log-likelihood comes within a few percent of the true model's")."""
 import torch
 
 from ultra_multr import click_models as cm
-from ultra_multr.click_model_evaluation import (
+from ultra_multr.click_models.evaluation import (
     KnownClickModel,
     QueryLists,
     Sessions,
@@ -14,7 +14,7 @@ from ultra_multr.click_model_evaluation import (
     score_models,
     train_simulator,
 )
-from ultra_multr.data.synthetic import iter_synthetic_queries
+from ultra_multr.generate.ultra_dataset import iter_synthetic_queries
 
 N = 5
 

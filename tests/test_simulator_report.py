@@ -10,11 +10,11 @@ import torch
 
 require_ultra()
 
-from ultra_multr import simulator_report  # noqa: E402
-from ultra_multr.click_model_evaluation import SimulatorTrainingConfig  # noqa: E402
-from ultra_multr.data.synthetic import write_synthetic_ultra_dataset  # noqa: E402
+from ultra_multr.experiments import simulator_report  # noqa: E402
+from ultra_multr.click_models.evaluation import SimulatorTrainingConfig  # noqa: E402
+from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset  # noqa: E402
 from ultra_multr.simulator import ContextAwareUserSimulator, SimulatorConfig, save_simulator  # noqa: E402
-from ultra_multr.ultra_click_models import load_click_model_file  # noqa: E402
+from ultra_multr.click_models.ultra import load_click_model_file  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASCADE = os.path.join(REPO, "settings", "click_models", "cascade_eps0.1_ymax2.json")

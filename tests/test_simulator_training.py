@@ -13,8 +13,9 @@ from test_multr_ultra import build as build_with_feed
 ultra = require_ultra()
 
 from ultra_multr.algorithms import multr as multr_module  # noqa: E402
-from ultra_multr.data.synthetic import write_synthetic_ultra_dataset  # noqa: E402
-from ultra_multr.feeds import ClickLogFeed, ClickSimulationFeed, query_subset  # noqa: E402
+from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset  # noqa: E402
+from ultra_multr.feeds.simulation import ClickLogFeed, ClickSimulationFeed  # noqa: E402
+from ultra_multr.feeds.arrays import query_subset
 
 CASCADE = os.path.join(REPO_ROOT, "settings", "click_models", "cascade_eps0.1_ymax4.json")
 FRESH = "ultra_multr.feeds.ClickSimulationFeed"

@@ -14,9 +14,9 @@ ultra = require_ultra()
 from ultra_multr.experiments.simulator_validity import (  # noqa: E402
     decile_statistic, logger_score_matrix, position_ratio, simulator_validity,
 )
-from ultra_multr.feeds import query_arrays  # noqa: E402
+from ultra_multr.feeds.arrays import query_arrays  # noqa: E402
 from ultra_multr.simulator.controls import TrueClickModelSimulator  # noqa: E402
-from ultra_multr.ultra_click_models import load_click_model_file  # noqa: E402
+from ultra_multr.click_models.ultra import load_click_model_file  # noqa: E402
 
 CASCADE = os.path.join(REPO_ROOT, "settings", "click_models", "cascade_eps0.1_ymax4.json")
 

@@ -19,9 +19,10 @@ import ultra  # noqa: E402
 
 from ultra_multr.compat.model_dir import check_model_dir  # noqa: E402
 from ultra_multr.data import checks  # noqa: E402
-from ultra_multr.data.synthetic import write_synthetic_ultra_dataset  # noqa: E402
-from ultra_multr.feeds import ClickSimulationFeed, data_fingerprint, feature_matrix, query_subset  # noqa: E402
-from ultra_multr.logs.synthetic import pbm_session_log, write_ultre_dataset  # noqa: E402
+from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset  # noqa: E402
+from ultra_multr.feeds.simulation import ClickSimulationFeed  # noqa: E402
+from ultra_multr.feeds.arrays import data_fingerprint, feature_matrix, query_subset
+from ultra_multr.generate.ultre_log import pbm_session_log, write_ultre_dataset  # noqa: E402
 
 SETTINGS = {
     "learning_algorithm": "ultra_multr.MULTR",

@@ -12,7 +12,7 @@ from conftest import require
 require("sklearn")
 
 from ultra_multr.data.prepare import PrepareOptions, prepare_split_files  # noqa: E402
-from ultra_multr.data.ultra_recipe import GRADE_QUANTILES, Recipe, write_recipe_dataset, write_recipe_letor  # noqa: E402
+from ultra_multr.generate.ultra_recipe import GRADE_QUANTILES, Recipe, write_recipe_dataset, write_recipe_letor  # noqa: E402
 
 SMALL = Recipe(train_queries=300, valid_queries=30, test_queries=40, features=8, nonlinear=1.0, seed=3)
 

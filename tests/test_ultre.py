@@ -15,8 +15,8 @@ from conftest import REPO_ROOT, require_ultra, run_ultra_main
 ultra = require_ultra()
 
 from ultra_multr.data.checks import DataCheckError, check_split, read_settings  # noqa: E402
-from ultra_multr.logs.synthetic import pbm_session_log, write_ultre_dataset  # noqa: E402
-from ultra_multr.logs.ultre_feed import UltreSessionFeed  # noqa: E402
+from ultra_multr.generate.ultre_log import pbm_session_log, write_ultre_dataset  # noqa: E402
+from ultra_multr.feeds.ultre import UltreSessionFeed  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -192,7 +192,7 @@ def test_every_algorithm_takes_updates_from_logged_sessions(ultre_dir, algorithm
     data = read_split(ultre_dir, "train")
     data.pad(data.rank_list_size)
     settings = {
-        "train_input_feed": "ultra_multr.logs.ultre_feed.UltreSessionFeed",
+        "train_input_feed": "ultra_multr.feeds.ultre.UltreSessionFeed",
         "train_input_hparams": "use_max_candidate_num=false,seed=0",
         "ranking_model": "ultra.ranking_model.DNN", "ranking_model_hparams": "hidden_layer_sizes=[8]",
         "learning_algorithm": algorithm, "learning_algorithm_hparams": ",".join(filter(None, [hparams, "seed=0"])),

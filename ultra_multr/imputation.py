@@ -25,7 +25,7 @@ error is smaller.
 Cache key.  A displayed list is identified by what a feed shows, not by a
 feed's internals: a 64-bit fingerprint of the IEEE bits of every slot's
 feature vector, the slot's position and whether it is padding (see
-:func:`list_fingerprints`), computed on the device in wrapping integer
+:func:`ultra_multr.fingerprints.list_fingerprints`), computed on the device in wrapping integer
 arithmetic (no dependence on reduction order) and looked up with
 ``searchsorted``.  Two lists with equal fingerprints have the same
 expectations unless the 64-bit hashes collide (about ``K^2 / 2^65``: 1e-11 for
@@ -42,7 +42,6 @@ device: ``8 + 8 N`` bytes per list (88 at N = 10).
 """
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from typing import Any, Tuple
@@ -50,95 +49,15 @@ from typing import Any, Tuple
 import numpy as np
 import torch
 
-from .randomization import random_permutations, to_document_order
-from .simulator import ContextAwareUserSimulator
+from ultra_multr.fingerprints import list_fingerprints
+from ultra_multr.randomization import random_permutations, to_document_order
+from ultra_multr.simulator import ContextAwareUserSimulator
 
 LOGGER = logging.getLogger(__name__)
 
 IMPUTATION_MODES = ("sampled", "expected")
 #: queries per batch of the one-off pass (x 2 M lists each).
 QUERIES_PER_PASS_BATCH = 64
-#: Seed of the fingerprint's fixed multipliers.
-_MULTIPLIER_SEED = 0x5EED
-_LOW_32 = (1 << 32) - 1
-
-
-def _to_signed(value: int) -> int:
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-_MIX_1 = _to_signed(0xBF58476D1CE4E5B9)
-_MIX_2 = _to_signed(0x94D049BB133111EB)
-
-
-def _shift_right(x: torch.Tensor, bits: int) -> torch.Tensor:
-    """Logical right shift of int64 (torch's ``>>`` is arithmetic)."""
-    return (x >> bits) & ((1 << (64 - bits)) - 1)
-
-
-def _mix(x: torch.Tensor) -> torch.Tensor:
-    """splitmix64's finaliser, in wrapping int64 arithmetic."""
-    x = (x ^ _shift_right(x, 30)) * _MIX_1
-    x = (x ^ _shift_right(x, 27)) * _MIX_2
-    return x ^ _shift_right(x, 31)
-
-
-@functools.lru_cache(maxsize=8)
-def _multipliers(slots: int, width: int, device: torch.device) -> torch.Tensor:
-    """[2, N, F] fixed odd int32 multipliers, two per (position, feature)."""
-    generator = torch.Generator().manual_seed(_MULTIPLIER_SEED)
-    draws = torch.randint(-(1 << 31), (1 << 31) - 1, (2, slots, width), generator=generator, dtype=torch.int32)
-    return (draws | 1).to(device)
-
-
-def list_fingerprints(features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """A 64-bit fingerprint of each displayed list.
-
-    For each slot, two 32-bit sums ``sum_f bits[t, f] * C_k[t, f] mod 2^32``
-    of its float32 feature bits with fixed odd multipliers that depend on
-    the position (wrapping int32 arithmetic: exact, so independent of the
-    summation order and the device) form one 64-bit value; it is -1 at
-    padded slots, mixed with splitmix64's finaliser and summed over slots
-    (mod 2^64).  Changing one feature of one slot always changes the slot's
-    value (odd multipliers are invertible mod 2^32); other changes collide
-    with probability about 2^-64.  Costs two element-wise products and sums
-    over the [B, N, F] features.
-
-    Args:
-        features: [B, N, F] float32; mask: [B, N] bool.
-
-    Returns:
-        [B] int64.
-    """
-    batch, slots, width = features.shape
-    per_slot = torch.where(mask, _feature_hash(features, _multipliers(slots, width, features.device)), -1)
-    return _mix(per_slot + torch.arange(slots, device=features.device)).sum(dim=-1)
-
-
-def row_fingerprints(features: torch.Tensor) -> torch.Tensor:
-    """A 64-bit fingerprint of each feature row, the same at every position.
-
-    The per-slot value of :func:`list_fingerprints` with the multipliers of
-    the first position: equal rows always get equal values (exact integer
-    arithmetic), different rows collide with probability about 2^-64.
-
-    Args:
-        features: [..., F] float32.
-
-    Returns:
-        [...] int64.
-    """
-    return _feature_hash(features, _multipliers(1, features.shape[-1], features.device)[:, 0])
-
-
-def _feature_hash(features: torch.Tensor, multipliers: torch.Tensor) -> torch.Tensor:
-    """[...] int64: two wrapping 32-bit sums of the float32 bits of features [..., F] times
-    ``multipliers`` [2, ..., F] (broadcast), joined into one 64-bit value."""
-    bits = features.to(torch.float32).contiguous().view(torch.int32)
-    high, low = ((bits * m).sum(dim=-1, dtype=torch.int32).to(torch.int64) & _LOW_32 for m in multipliers)
-    return (high << 32) | low
-
-
 def expected_pseudo_clicks(
     simulator: ContextAwareUserSimulator,
     features: torch.Tensor,
@@ -167,7 +86,7 @@ def expected_pseudo_clicks(
 
 
 class PseudoClickCache:
-    """Expected pseudo clicks per displayed list, keyed by :func:`list_fingerprints`.
+    """Expected pseudo clicks per displayed list, keyed by :func:`ultra_multr.fingerprints.list_fingerprints`.
 
     Args:
         simulator: the frozen simulator.
@@ -221,15 +140,16 @@ class PseudoClickCache:
         self.randomized = torch.cat([self.randomized, randomized])[order]
         return int(new.numel())
 
-    def add_data_set(self, data_set: Any, batch_queries: int = QUERIES_PER_PASS_BATCH) -> None:
-        """The one-off pass over a ULTRA Raw_data's training lists: the first
-        N positions of each ``initial_list``, negative ids are padding, as
-        :func:`ultra_multr.feeds.query_arrays` reads them."""
-        from .feeds import query_arrays  # here: feeds needs ULTRA, the cache itself does not
+    def add_query_arrays(self, arrays: Any, batch_queries: int = QUERIES_PER_PASS_BATCH) -> None:
+        """The one-off pass over the training lists.
 
+        Args:
+            arrays: a :class:`ultra_multr.feeds.arrays.QueryArrays` of the training
+                set at the simulator's list size N (``n_queries``, ``mask`` [Q, N] bool and
+                ``list_features(queries)`` [q, N, F] float32).
+        """
         device = self.keys.device
         started = time.perf_counter()
-        arrays = query_arrays(data_set, self.simulator.config.list_size)
         for start in range(0, arrays.n_queries, batch_queries):
             queries = np.arange(start, min(start + batch_queries, arrays.n_queries))
             features = torch.from_numpy(arrays.list_features(queries)).to(device)

@@ -44,8 +44,8 @@ from typing import Any, Dict, Iterator, Optional
 
 import torch
 
-from .compat import runtime
-from .data.ultra_format import atomic_write_text
+from ultra_multr.compat import runtime
+from ultra_multr.files import atomic_write_text
 
 PHASES = ("ranker", "simulator_train", "simulator_heldout", "rerank_pilot", "tuning_pilot")
 BUDGET_FILE = "session_budget.json"

@@ -23,7 +23,7 @@ One figure and one table, every curve relative to position 1, positions 1-N (N =
   (``LOG/generated_recipe.json``, written by ``--generate``).
 
 ``--generate S`` first writes a generated log of S training sessions into ``--log-dir`` (PBM clicks,
-examination 1/rank, :func:`ultra_multr.logs.generate.write_baidu_log`), unless one of the same recipe is there.
+examination 1/rank, :func:`ultra_multr.generate.baidu_log.write_baidu_log`), unless one of the same recipe is there.
 Writes ``propensities.csv`` and ``propensities.png`` into ``--results``.
 """
 from __future__ import annotations
@@ -38,9 +38,9 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from ultra_multr.data.ultra_format import atomic_write_file, atomic_write_text
-from ultra_multr.logs import baidu_convert
-from ultra_multr.logs.propensity_check import ESTIMATORS, harvested_examination, learned_propensities
+from ultra_multr.files import atomic_write_file, atomic_write_text
+from ultra_multr.click_logs import baidu_convert
+from ultra_multr.click_logs.propensity_check import ESTIMATORS, harvested_examination, learned_propensities
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 N_POSITIONS = 10
@@ -62,7 +62,7 @@ def train_files(log_dir: str):
 def generate(log_dir: str, sessions: int, seed: int) -> None:
     """A generated log of ``sessions`` training sessions with PBM clicks (examination 1/rank) in ``log_dir``."""
     from ultra_multr.click_models import PositionBasedModel, graded_click_prob, reciprocal_rank_exam_prob
-    from ultra_multr.logs.generate import MAX_LABEL, write_baidu_log
+    from ultra_multr.generate.baidu_log import MAX_LABEL, write_baidu_log
 
     exam = [float(p) for p in reciprocal_rank_exam_prob(1.0, N_POSITIONS)]
     recipe = {"sessions": sessions, "queries": max(sessions // 20, 20), "annotated": 100, "seed": seed,

@@ -5,7 +5,7 @@
         [--annotated 100] [--steps 300] [--batch-size 64] [--seed 0] [--main-py PATH]
         [--results studies/baidu_raw_features/results]
 
-1. A small generated log in the Baidu-ULTR release's layout (:func:`ultra_multr.logs.generate.write_baidu_log`)
+1. A small generated log in the Baidu-ULTR release's layout (:func:`ultra_multr.generate.baidu_log.write_baidu_log`)
    with the recipe of the study's ``pbm_noisy_nonorm`` log, scaled down: PBM clicks (examination 1/rank),
    ``logger_bias`` 2, ``feature_noise`` 4 (docs/baidu_study.md).
 2. Converted twice (``ultra-multr-baidu-convert``): ``--no_standardize`` (raw) and by default (standardised, the
@@ -28,9 +28,9 @@ import sys
 from typing import Dict, List
 
 from ultra_multr.click_models import PositionBasedModel, graded_click_prob, reciprocal_rank_exam_prob
-from ultra_multr.data.ultra_format import atomic_write_text
-from ultra_multr.logs import baidu_convert, baidu_evaluate
-from ultra_multr.logs.generate import MAX_LABEL, write_baidu_log
+from ultra_multr.files import atomic_write_text
+from ultra_multr.click_logs import baidu_convert, baidu_evaluate
+from ultra_multr.generate.baidu_log import MAX_LABEL, write_baidu_log
 
 N_POSITIONS = 10
 METHODS = {"DLA": "ultra_multr.DLA", "MULTR": "ultra_multr.MULTR"}

@@ -20,7 +20,7 @@ import sys
 import torch
 
 from ultra.ranking_model.DNN import DNN
-from ultra_multr.logs import baidu, standardize
+from ultra_multr.click_logs import baidu, standardize
 
 
 def spreads(features, mask, clicks, learning_rate: float, updates: int):

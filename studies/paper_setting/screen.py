@@ -2,7 +2,7 @@
 
 A study of debiasing means something only where the Oracle (trained on the
 true labels) is significantly above DLA.  This screens at most eight recipes
-of generated data in ULTRA's recipe (:mod:`ultra_multr.data.ultra_recipe`:
+of generated data in ULTRA's recipe (:mod:`ultra_multr.generate.ultra_recipe`:
 the logging ranker is a Rank SVM fitted on 1 % of the labelled training
 queries, on the features the learner sees), one seed each::
 
@@ -29,9 +29,10 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
-from ultra_multr.data.ultra_format import atomic_write_text
-from ultra_multr.data.ultra_recipe import Recipe, write_recipe_dataset
-from ultra_multr.experiments import compare, runner
+from ultra_multr.files import atomic_write_text
+from ultra_multr.generate.ultra_recipe import Recipe, write_recipe_dataset
+from ultra_multr.experiments import compare
+from ultra_multr.experiments.runner import cli as runner
 from ultra_multr.experiments.significance import randomization_test
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -24,7 +24,7 @@ over the study's settings, e.g.
 :data:`DEFAULT_VARIANTS`.
 
 Each variant is registered as the runner method ``<method>__<label>`` and runs
-through :mod:`ultra_multr.experiments.runner` (resumable: finished runs are
+through :mod:`ultra_multr.experiments.runner.cli` (resumable: finished runs are
 kept).  ULTRA's main.py is driven so that its only checkpoint is the final
 ranker (``steps_per_checkpoint = steps``, ``max_train_iteration = steps - 1``:
 main.py validates, saves and stops at step ``steps``), the ranker whose scores
@@ -68,11 +68,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ultra_multr.config import split_assignments
-from ultra_multr.data.synthetic import write_recipe_dataset
-from ultra_multr.data.ultra_format import atomic_write_text
-from ultra_multr.experiments import diagnostics, methods as registry, runner
+from ultra_multr.generate.ultra_dataset import write_recipe_dataset
+from ultra_multr.files import atomic_write_text
+from ultra_multr.experiments import diagnostics, methods as registry
+from ultra_multr.experiments.runner import cli as runner
 from ultra_multr.experiments.aggregate import finished_run_dirs
-from ultra_multr.experiments.runs import SETTINGS_FILE
+from ultra_multr.experiments.runner.runs import SETTINGS_FILE
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: reproduce_headroom.py's click model: cascade, noise 0.1, labels 0..4.
@@ -538,7 +539,7 @@ def write_figure(rows: Sequence[Dict[str, object]], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ultra_multr.data.ultra_format import atomic_write_file
+    from ultra_multr.files import atomic_write_file
 
     curves: Dict[Tuple[str, str], List[Tuple[int, float, float]]] = defaultdict(list)
     for row in rows:

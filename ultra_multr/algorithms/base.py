@@ -22,13 +22,14 @@ import numpy as np
 import torch
 from ultra.learning_algorithm.base_algorithm import BaseAlgorithm
 
-from .. import tensorboard
-from ..compat import runtime
-from ..compat.model_dir import check_model_dir
-from ..compat.settings_check import check_settings_hparams
-from ..compat.startup import PROCESS_STARTED
-from ..config import parse_hparams, require
-from ..data import checks
+from ultra_multr import tensorboard
+from ultra_multr.batch import Batch, batch_from_input_feed
+from ultra_multr.compat import runtime
+from ultra_multr.compat.model_dir import check_model_dir
+from ultra_multr.compat.settings_check import check_settings_hparams
+from ultra_multr.compat.startup import PROCESS_STARTED
+from ultra_multr.config import parse_hparams, require
+from ultra_multr.data import checks
 
 LOGGER = logging.getLogger("ultra_multr")
 GRAD_STRATEGIES = ("ada", "sgd")
@@ -221,7 +222,7 @@ class PluginAlgorithm(BaseAlgorithm):
         """(parameters, learning rate) per optimizer; default: the ranker."""
         return [(list(self.model.parameters()), self.hparams.learning_rate)]
 
-    def training_loss(self, batch: runtime.Batch) -> Tuple[torch.Tensor, Dict[str, float]]:
+    def training_loss(self, batch: Batch) -> Tuple[torch.Tensor, Dict[str, float]]:
         """The loss of one training batch and named parts for logging."""
         raise NotImplementedError
 
@@ -230,12 +231,12 @@ class PluginAlgorithm(BaseAlgorithm):
         return {}
 
     # -- shared helpers --------------------------------------------------
-    def batch(self, input_feed: Dict[str, np.ndarray], list_size: int) -> runtime.Batch:
-        return runtime.batch_from_input_feed(
+    def batch(self, input_feed: Dict[str, np.ndarray], list_size: int) -> Batch:
+        return batch_from_input_feed(
             input_feed, self.docid_inputs_name[:list_size], self.labels_name[:list_size], self.device
         )
 
-    def scores(self, batch: runtime.Batch, model: Optional[torch.nn.Module] = None) -> torch.Tensor:
+    def scores(self, batch: Batch, model: Optional[torch.nn.Module] = None) -> torch.Tensor:
         """Scores [B, L] of a batch by the ranker (or by ``model``, another ranking model)."""
         flat = batch.features.reshape(-1, batch.features.shape[-1])
         return runtime.score_documents(self.model if model is None else model, flat).reshape(batch.mask.shape)
@@ -249,7 +250,7 @@ class PluginAlgorithm(BaseAlgorithm):
         if self._progress is not None:  # which step main.py's checkpoint holds
             self._progress.step(self.global_step)
         if not self._tuned:
-            from .tuning import tune  # the pilot trains through this method
+            from ultra_multr.algorithms.tuning import tune  # the pilot trains through this method
 
             tune(self)
         if not self.updates_started:

@@ -7,12 +7,12 @@ from typing import Dict, Tuple
 
 import torch
 
-from .. import losses
-from ..click_models import PositionBasedModel, per_rank
-from ..compat.runtime import Batch
-from ..config import require, split_assignments
-from ..ultra_click_models import load_click_model_file
-from .base import AlgorithmConfig, PluginAlgorithm
+from ultra_multr import losses
+from ultra_multr.click_models import PositionBasedModel, per_rank
+from ultra_multr.batch import Batch
+from ultra_multr.config import require, split_assignments
+from ultra_multr.click_models.ultra import load_click_model_file
+from ultra_multr.algorithms.base import AlgorithmConfig, PluginAlgorithm
 
 LOGGER = logging.getLogger("ultra_multr")
 

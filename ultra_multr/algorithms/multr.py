@@ -115,19 +115,19 @@ import numpy as np
 import torch
 import ultra
 
-from .. import losses, tensorboard
-from ..compat import runtime
-from ..compat.runtime import Batch
-from ..click_models import ClickModel
-from ..config import require
-from ..feeds import click_model_fingerprint, data_fingerprint, query_arrays, session_subset
-from ..imputation import IMPUTATION_MODES, PseudoClickCache
-from ..progress import Progress
-from ..randomization import random_permutations, to_document_order
-from ..session_budget import LEDGER
-from ..simulator.controls import SIMULATOR_CONTROLS, TrueClickModelSimulator, shuffle_positions
-from ..simulator.trivial import PositionClickRates
-from ..simulator import (
+from ultra_multr import losses, tensorboard
+from ultra_multr.compat import runtime
+from ultra_multr.batch import Batch
+from ultra_multr.click_models import ClickModel
+from ultra_multr.config import require
+from ultra_multr.feeds.arrays import click_model_fingerprint, data_fingerprint, query_arrays, session_subset
+from ultra_multr.imputation import IMPUTATION_MODES, PseudoClickCache
+from ultra_multr.progress import Progress
+from ultra_multr.randomization import random_permutations, to_document_order
+from ultra_multr.session_budget import LEDGER
+from ultra_multr.simulator.controls import SIMULATOR_CONTROLS, TrueClickModelSimulator, shuffle_positions
+from ultra_multr.simulator.trivial import PositionClickRates
+from ultra_multr.simulator import (
     CELLS,
     ContextAwareUserSimulator,
     EarlyStopping,
@@ -142,9 +142,9 @@ from ..simulator import (
     save_training_state,
     simulator_update,
 )
-from .base import LOGGER, AlgorithmConfig, open_training_writer
-from .dla import DLA, DLAConfig
-from .rerank_weight import DEFAULT_BATCH_SIZE, choose_by_validation, read_validation_set
+from ultra_multr.algorithms.base import LOGGER, AlgorithmConfig, open_training_writer
+from ultra_multr.algorithms.dla import DLA, DLAConfig
+from ultra_multr.algorithms.pilot import DEFAULT_BATCH_SIZE, choose_by_validation, read_validation_set
 
 SIMULATOR_OPTIMIZERS = ("adagrad", "adam")
 SIMULATOR_GUARDS = ("position", "none")
@@ -233,7 +233,7 @@ class DoublyRobustConfig(AlgorithmConfig):
             c^o_d) w_d] + a mean_s c^s_d: "paper" (default: S / (S + 1),
             Eq. dr_loss as printed), a number in [0, 1], or "auto" (chosen
             from ``rerank_weight_grid`` by a pilot scored on the validation
-            split, :mod:`ultra_multr.algorithms.rerank_weight`).  Or
+            split, :mod:`ultra_multr.algorithms.pilot`).  Or
             "randomized" (``settings/multr_randomized.json``): W_d = mean_s
             c^s_d + (c_d - c^o_d) e_bar / e_k(d), whose expectation is
             proportional to the click probability under random orders when
@@ -599,7 +599,7 @@ class DoublyRobustMixin:
             self.sampler = GraphedSampler(self.simulator)
         if self.hparams.imputation == "expected":
             self.pseudo_click_cache = PseudoClickCache(self.simulator, self.hparams.imputation_samples, self.generator)
-            self.pseudo_click_cache.add_data_set(self._train_set)
+            self.pseudo_click_cache.add_query_arrays(query_arrays(self._train_set, self.simulator.config.list_size))
 
     def _true_click_model_simulator(self) -> TrueClickModelSimulator:
         """The training feed's click model on the training split's labels (simulator_control=true_click_model).
@@ -652,8 +652,8 @@ class DoublyRobustMixin:
         With a fixed click log (the feed's ``logged_sessions_per_list`` K > 0:
         a :class:`~ultra_multr.feeds.ClickLogFeed` with ``sessions_per_query``
         K, or the logged sessions of a
-        :class:`~ultra_multr.logs.ultre_feed.UltreSessionFeed`, K = 1),
-        :meth:`heldout_sessions` are held out: two :func:`~ultra_multr.feeds.session_subset` views
+        :class:`~ultra_multr.feeds.ultre.UltreSessionFeed`, K = 1),
+        :meth:`heldout_sessions` are held out: two :func:`~ultra_multr.feeds.arrays.session_subset` views
         with disjoint logged sessions.  With fresh clicks every session is a
         new draw: both are the training set, and the held-out sessions come
         from a feed with another seed stream (:meth:`_click_feed`).
@@ -858,7 +858,7 @@ class DoublyRobustMixin:
     def heldout_session_count(self, train_set, heldout_set, feed) -> int:
         """Distinct sessions the simulator is measured on: a click log's held-out
         sessions (the feed's ``distinct_sessions`` of the view where a list is a
-        bucket of sessions, as in :class:`~ultra_multr.logs.baidu_feed.BaiduSessionFeed`),
+        bucket of sessions, as in :class:`~ultra_multr.feeds.baidu.BaiduSessionFeed`),
         or (fresh clicks) the held-out batches' draws."""
         if heldout_set is train_set:
             return self.hparams.simulator_heldout_batches * self.hparams.simulator_batch_size

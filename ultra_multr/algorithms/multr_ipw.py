@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ipw import IPW, IPWConfig
-from .multr import DoublyRobustConfig, DoublyRobustMixin
+from ultra_multr.algorithms.ipw import IPW, IPWConfig
+from ultra_multr.algorithms.multr import DoublyRobustConfig, DoublyRobustMixin
 
 
 @dataclass(frozen=True)

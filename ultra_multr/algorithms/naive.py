@@ -5,9 +5,9 @@ from typing import Dict, Tuple
 
 import torch
 
-from .. import losses
-from ..compat.runtime import Batch
-from .base import PluginAlgorithm
+from ultra_multr import losses
+from ultra_multr.batch import Batch
+from ultra_multr.algorithms.base import PluginAlgorithm
 
 
 class Naive(PluginAlgorithm):

@@ -6,10 +6,10 @@ from typing import Dict, Tuple
 
 import torch
 
-from .. import losses
-from ..compat.runtime import Batch
-from ..config import require
-from .base import AlgorithmConfig, PluginAlgorithm
+from ultra_multr import losses
+from ultra_multr.batch import Batch
+from ultra_multr.config import require
+from ultra_multr.algorithms.base import AlgorithmConfig, PluginAlgorithm
 
 
 @dataclass(frozen=True)

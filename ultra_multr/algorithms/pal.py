@@ -9,9 +9,9 @@ from typing import Dict, List, Tuple
 
 import torch
 
-from .. import losses
-from ..compat.runtime import Batch
-from .base import AlgorithmConfig, PluginAlgorithm
+from ultra_multr import losses
+from ultra_multr.batch import Batch
+from ultra_multr.algorithms.base import AlgorithmConfig, PluginAlgorithm
 
 
 @dataclass(frozen=True)

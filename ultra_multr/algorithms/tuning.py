@@ -21,10 +21,12 @@ With fewer than ``pilot_min_queries`` validation queries, or outside main.py
 from __future__ import annotations
 
 import dataclasses
+import logging
 
-from ..compat import runtime
-from .base import LOGGER
-from .rerank_weight import DEFAULT_BATCH_SIZE, pilot_scores, read_validation_set
+from ultra_multr.algorithms.pilot import DEFAULT_BATCH_SIZE, pilot_scores, read_validation_set
+from ultra_multr.compat import runtime
+
+LOGGER = logging.getLogger("ultra_multr")
 
 
 def set_hparam(algorithm, name: str, value: float) -> None:

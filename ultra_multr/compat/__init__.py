@@ -9,7 +9,7 @@ ULTRA defect                                          handled by
 ====================================================  =========================================
 ``base_ranking_model.py`` imports TensorFlow          :mod:`.startup` (interpreter-start hook)
 (unused); ``import ultra`` fails without it
-``create_input_feed`` casts a list of float32         :func:`.runtime.batch_from_input_feed`
+``create_input_feed`` casts a list of float32         :func:`ultra_multr.batch.batch_from_input_feed`
 arrays to int64 and raises TypeError                  (our algorithms never call ULTRA's)
 ``main.py`` makes a tensorboard writer per step for   our algorithms return an empty train
 every key of a non-empty train summary                summary (:data:`.runtime.EMPTY_SUMMARY`)

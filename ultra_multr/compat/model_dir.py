@@ -36,7 +36,7 @@ Two more silent failures of main.py are answered here:
 
 * two trainings into one model dir would both run and exit 0, leaving one
   run's checkpoint beside the other run's identity file: training takes
-  ``<model_dir>/train.lock`` (:mod:`ultra_multr.dirlock`, the runner's lock)
+  ``<model_dir>/train.lock`` (:mod:`ultra_multr.files`, the runner's lock)
   for as long as the process lives; a second training is refused naming the
   holder's pid, host and start time, and the lock of a killed training (dead
   pid on this host) is taken over with a warning;
@@ -56,10 +56,10 @@ import logging
 import os
 from typing import Dict, List, Optional, Tuple
 
-from ..data import checks
-from ..data.ultra_format import atomic_write_text
-from ..dirlock import DirLock
-from .progress import TrainingProgress, report_progress, training_state
+from ultra_multr.data import checks
+from ultra_multr.files import atomic_write_text
+from ultra_multr.files import DirLock
+from ultra_multr.compat.progress import TrainingProgress, report_progress, training_state
 
 LOGGER = logging.getLogger("ultra_multr")
 IDENTITY_SUFFIX = ".identity.json"

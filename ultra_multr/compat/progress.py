@@ -41,7 +41,7 @@ import os
 import sys
 from typing import Dict, Optional, Tuple
 
-from ..data.ultra_format import atomic_write_text
+from ultra_multr.files import atomic_write_text
 
 LOGGER = logging.getLogger("ultra_multr")
 PROGRESS_SUFFIX = ".progress.json"

@@ -9,10 +9,8 @@ import argparse
 import logging
 import os
 import sys
-from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
-import numpy as np
 import torch
 
 import ultra
@@ -121,7 +119,7 @@ def atomic_output_ranklist(data, rerank_scores, output_path: str, file_name: str
     Raises:
         DiskFullError: the disk filled up (names the ranklist and the free space); nothing is left behind.
     """
-    from ..data.ultra_format import atomic_write_text
+    from ultra_multr.files import atomic_write_text
 
     qid_list_map = ultra.utils.data_utils.generate_ranklist_by_scores(data, rerank_scores)
     lines = [
@@ -183,56 +181,6 @@ def ultra_metric_device() -> torch.device:
     must live on it -- whatever device our model runs on.
     """
     return ultra.utils.metrics.device
-
-
-@dataclass
-class Batch:
-    """A batch of ranked lists, as tensors on one device.
-
-    Attributes:
-        features: [B, L, F] float32; padded slots are zero vectors.
-        labels: [B, L] float32 clicks (or relevance labels); 0 in padded slots.
-        mask: [B, L] bool, True for real documents.
-    """
-
-    features: torch.Tensor
-    labels: torch.Tensor
-    mask: torch.Tensor
-
-    @property
-    def batch_size(self) -> int:
-        return int(self.features.shape[0])
-
-
-def batch_from_input_feed(
-    input_feed: Dict[str, np.ndarray],
-    docid_names: Sequence[str],
-    label_names: Sequence[str],
-    device: torch.device,
-) -> Batch:
-    """Turn ULTRA's input feed dictionary into a :class:`Batch`.
-
-    ULTRA's feeds give ``letor_features`` [D, F] and, per list position i,
-    ``docid_input{i}`` (float32 row indices into the features; the value D
-    marks padding) and ``label{i}``.  ``BaseAlgorithm.create_input_feed``
-    casts the float32 arrays with ``torch.as_tensor(..., dtype=int64)``,
-    which raises TypeError on numpy >= 1.25; we stack and cast in numpy.
-    """
-    letor = np.asarray(input_feed["letor_features"], dtype=np.float32)
-    n_docs = letor.shape[0]
-    if letor.ndim != 2:  # an empty batch arrives as shape (0,)
-        raise ValueError("input feed has no documents (letor_features shape %s)" % (letor.shape,))
-    doc_ids = np.stack([np.asarray(input_feed[n]) for n in docid_names], axis=1).astype(np.int64)
-    labels = np.stack([np.asarray(input_feed[n], dtype=np.float32) for n in label_names], axis=1)
-    mask = (doc_ids >= 0) & (doc_ids < n_docs)
-    padded = np.concatenate([letor, np.zeros((1, letor.shape[1]), dtype=np.float32)], axis=0)
-    features = padded[np.where(mask, doc_ids, n_docs)]
-    labels = np.where(mask, labels, 0.0).astype(np.float32)
-    return Batch(
-        features=torch.from_numpy(features).to(device),
-        labels=torch.from_numpy(labels).to(device),
-        mask=torch.from_numpy(mask).to(device),
-    )
 
 
 def _state_dict_on_cpu(module, state_dict, prefix, local_metadata) -> None:  # type: ignore[no-untyped-def]

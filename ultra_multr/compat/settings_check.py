@@ -36,7 +36,7 @@ import logging
 import textwrap
 from typing import Any, Dict, FrozenSet, List, Optional
 
-from ..config import parse_hparams, split_assignments, unknown_name_error
+from ultra_multr.config import parse_hparams, split_assignments, unknown_name_error
 
 LOGGER = logging.getLogger("ultra_multr")
 
@@ -110,7 +110,7 @@ def assigned_names(text: str) -> List[str]:
 def check_main_py_settings(model: Any) -> None:
     """Under main.py, :func:`check_settings_hparams` of the settings main.py handed the algorithm ``model``
     (for our feeds: the algorithm may be one of ULTRA's, which checks nothing).  Elsewhere nothing."""
-    from .runtime import main_args
+    from ultra_multr.compat.runtime import main_args
 
     args = main_args()
     settings = getattr(model, "exp_settings", None)

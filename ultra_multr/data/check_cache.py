@@ -22,7 +22,7 @@ import logging
 import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .ultra_format import atomic_write_text
+from ultra_multr.files import atomic_write_text
 
 LOGGER = logging.getLogger("ultra_multr")
 #: Bump when the checks change what they accept or count: results of other rules are not reused.

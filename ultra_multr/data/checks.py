@@ -53,20 +53,29 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import logging
 import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..compat.startup import splits_main_py_reads, wait_for_early_checks
-from . import check_cache
-from .feature_fields import (DataCheckError, ZeroIndexLines, check_feature_block, check_separators, line_blocks,
-                             separator_checked)
+from ultra_multr.compat.early_checks import splits_main_py_reads, wait_for_early_checks
+from ultra_multr.data import check_cache
+from ultra_multr.data.feature_fields import (
+    DataCheckError,
+    ZeroIndexLines,
+    check_feature_block,
+    check_feature_file,
+    check_separators,
+    line_blocks,
+    separator_checked,
+    warn_zero_index,
+)
+from ultra_multr.data.settings import DataSettings, read_settings
+from ultra_multr.data.ultre_checks import check_ultre_files
 
 LOGGER = logging.getLogger("ultra_multr")
 
@@ -74,21 +83,6 @@ SPLITS = ("train", "valid", "test")
 #: The files of a split per layout; ULTRE's ".labels" is the file :func:`.ultre.labels_path` names.
 LAYOUT_FILES = {"ultra": (".feature", ".init_list", ".labels"), "libsvm": (".txt",),
                 "ultre": (".feature", ".init_list", ".labels")}
-
-
-@dataclass(frozen=True)
-class DataSettings:
-    """What ``settings.json`` says about the data.
-
-    Attributes:
-        feature_size: F; feature indices run over 1..F (0 lands in slot F).
-        max_label: the largest allowed label.
-        sha256: hash of the file's bytes.
-    """
-
-    feature_size: int
-    max_label: float
-    sha256: str = ""
 
 
 @dataclass(frozen=True)
@@ -110,28 +104,6 @@ class SplitSummary:
     queries: int
     kept_queries: int
     files: Tuple[Tuple[str, str], ...]
-
-
-def read_settings(data_dir: str) -> DataSettings:
-    """Read and check ``<data_dir>/settings.json``."""
-    path = os.path.join(data_dir, "settings.json")
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-        settings = json.loads(raw)
-    except OSError as error:
-        raise DataCheckError("%s: cannot read the data settings: %s" % (path, error)) from None
-    except ValueError as error:
-        raise DataCheckError("%s: not valid JSON: %s" % (path, error)) from None
-    if not isinstance(settings, dict):
-        raise DataCheckError("%s: expected a JSON object, got %s" % (path, type(settings).__name__))
-    feature_size = settings.get("feature_size")
-    if isinstance(feature_size, bool) or not isinstance(feature_size, int) or feature_size < 1:
-        raise DataCheckError("%s: feature_size must be a positive integer, got %r" % (path, feature_size))
-    max_label = settings.get("max_label")
-    if isinstance(max_label, bool) or not isinstance(max_label, (int, float)) or not max_label >= 0:
-        raise DataCheckError("%s: max_label must be a number >= 0 (ULTRA reads it), got %r" % (path, max_label))
-    return DataSettings(feature_size=feature_size, max_label=float(max_label), sha256=hashlib.sha256(raw).hexdigest())
 
 
 def check_data_dir(
@@ -184,7 +156,7 @@ def split_files(data_dir: str, split: str, click_model_dir: Optional[str] = None
     base = os.path.join(data_dir, split, split)
     paths = [base + suffix for suffix in LAYOUT_FILES[layout]]
     if layout == "ultre":
-        from .ultre import labels_path  # here: ultre needs ULTRA, the checks do not
+        from ultra_multr.data.ultre import labels_path  # here: ultre needs ULTRA, the checks do not
 
         paths[-1] = labels_path(data_dir, split, click_model_dir)
     for path in paths:
@@ -223,7 +195,6 @@ def check_split(
         digests = {suffix: hashlib.sha256() for suffix in LAYOUT_FILES[layout]}
         warnings: List[str] = []
         if layout == "ultre":
-            from .ultre_checks import check_ultre_files  # imports checks: not at module level
 
             documents, n_queries, kept = check_ultre_files(split, base, paths[-1], settings, digests, warnings)
         else:
@@ -342,28 +313,6 @@ def _check_label_range(where: str, values: np.ndarray, settings: DataSettings) -
         )
 
 
-def checked_feature_blocks(path: str, feature_size: int, digest, warnings: List[str]) -> Iterator[Tuple[int, bytes]]:
-    """:func:`line_blocks` of a ``.feature`` file, each block checked before it is given; after the last,
-    warns once if the file uses index 0 (and appends the warning to ``warnings``)."""
-    zeros = ZeroIndexLines()
-    for first, block in line_blocks(path, digest):
-        check_feature_block(path, first, block, feature_size, zeros)
-        yield first, block
-    _warn_zero_index(zeros, path, feature_size, warnings)
-
-
-def check_feature_file(path: str, feature_size: int, digest, warnings: List[str]) -> int:
-    """Check a ``.feature`` file (see :func:`checked_feature_blocks`); returns its number of lines (documents)."""
-    return sum(block.count(b"\n") for _, block in checked_feature_blocks(path, feature_size, digest, warnings))
-
-
-def _warn_zero_index(zeros: ZeroIndexLines, path: str, feature_size: int, warnings: List[str]) -> None:
-    warning = zeros.warning(path, feature_size)
-    if warning:
-        LOGGER.warning(warning)
-        warnings.append(warning)
-
-
 def _check_libsvm_split(
     path: str, settings: DataSettings, digest, warnings: List[str]
 ) -> Tuple[int, List[str], List[np.ndarray]]:
@@ -388,7 +337,7 @@ def _check_libsvm_split(
         # One head segment per line ("label_qid_Q"): the feature fields are checked like ULTRA's .feature lines.
         check_feature_block(path, first, block.replace(b" qid:", b"_qid_"), settings.feature_size, zeros, "label")
         documents += block.count(b"\n")
-    _warn_zero_index(zeros, path, settings.feature_size, warnings)
+    warn_zero_index(zeros, path, settings.feature_size, warnings)
     return documents, list(labels_of), [np.array(values, dtype=np.float64) for values in labels_of.values()]
 
 
@@ -513,7 +462,7 @@ def check_main_py_data(args: argparse.Namespace) -> None:
     With ``--click_model_dir`` main.py's reader takes ULTRA's ULTRE layout
     (:mod:`.ultre_checks`); otherwise ULTRA's own or the libsvm layout, after
     waiting for the checks the start-up hook started in a second process
-    (:func:`~ultra_multr.compat.startup.start_early_checks`): the splits they
+    (:func:`~ultra_multr.compat.early_checks.start_early_checks`): the splits they
     passed are then found in the check cache.
 
     Raises:

@@ -25,12 +25,15 @@ never a false error).
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import re
 from dataclasses import dataclass
 from typing import Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
+
+logger = logging.getLogger("ultra_multr")
 
 BLOCK_BYTES = 1 << 20  # small blocks keep the arrays in cache; measured no slower than 16 MiB
 
@@ -300,3 +303,25 @@ def check_feature_block(
             raise DataCheckError("%s:%d: %s" % (path, number, problem))
         if uses_zero:
             zeros.add(np.array([number]))
+
+
+def checked_feature_blocks(path: str, feature_size: int, digest, warnings: List[str]) -> Iterator[Tuple[int, bytes]]:
+    """:func:`line_blocks` of a ``.feature`` file, each block checked before it is given; after the last,
+    warns once if the file uses index 0 (and appends the warning to ``warnings``)."""
+    zeros = ZeroIndexLines()
+    for first, block in line_blocks(path, digest):
+        check_feature_block(path, first, block, feature_size, zeros)
+        yield first, block
+    warn_zero_index(zeros, path, feature_size, warnings)
+
+
+def check_feature_file(path: str, feature_size: int, digest, warnings: List[str]) -> int:
+    """Check a ``.feature`` file (see :func:`checked_feature_blocks`); returns its number of lines (documents)."""
+    return sum(block.count(b"\n") for _, block in checked_feature_blocks(path, feature_size, digest, warnings))
+
+
+def warn_zero_index(zeros: ZeroIndexLines, path: str, feature_size: int, warnings: List[str]) -> None:
+    warning = zeros.warning(path, feature_size)
+    if warning:
+        logger.warning(warning)
+        warnings.append(warning)

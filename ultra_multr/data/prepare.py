@@ -54,10 +54,11 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..config import require
-from . import checks
-from .letor import LetorFile, LetorQuery, read_letor_files
-from .ultra_format import RankedQuery, atomic_write_text, query_order, write_settings, write_split
+from ultra_multr.config import require
+from ultra_multr.data import checks
+from ultra_multr.data.letor import LetorFile, LetorQuery, read_letor_files
+from ultra_multr.data.ultra_format import RankedQuery, query_order, write_settings, write_split
+from ultra_multr.files import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -206,7 +207,7 @@ def heldout_quality(svm: RankSvm, queries: Sequence[LetorQuery], seed: int) -> D
     Only queries with two different labels count (on the others every
     ranking scores the same).  Empty dict when there is no such query.
     """
-    from ..experiments.metrics import ndcg_at_k
+    from ultra_multr.metrics import ndcg_at_k
 
     trained = set(svm.sampled_qids)
     heldout = [q for q in queries if q.qid not in trained and len(np.unique(q.labels)) > 1]

@@ -11,15 +11,14 @@ into place, so an interrupted run never leaves a half-written file behind.
 """
 from __future__ import annotations
 
-import errno
 import json
 import os
-import tempfile
-from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, Iterator, List, Sequence, TextIO
+from typing import Iterable, List, Sequence
 
 import numpy as np
+
+from ultra_multr.files import atomic_text_writers, atomic_write_text
 
 
 @dataclass
@@ -39,102 +38,6 @@ class RankedQuery:
     features: np.ndarray
     labels: np.ndarray
     initial_scores: np.ndarray
-
-
-class DiskFullError(OSError):
-    """A file could not be written for lack of space (ENOSPC / EDQUOT); the message names it."""
-
-
-def _free_bytes(directory: str) -> int:
-    stat = os.statvfs(directory)
-    return stat.f_bavail * stat.f_frsize
-
-
-def atomic_write_file(path: str, write: Callable[[str], None]) -> None:
-    """Have ``write(temporary_path)`` produce the file, then rename it to ``path``.
-
-    The temporary file sits in the same directory (so the rename is atomic)
-    and gets the permissions a plain ``open`` would give; on any error it is
-    removed and ``path`` is left as it was.
-
-    Raises:
-        DiskFullError: ``write`` failed with ENOSPC or EDQUOT (a bare
-            "[Errno 28] No space left on device" names no file); the message
-            names ``path`` and the free space left.  Writers that do not
-            report errno (torch.save's C++ writer says "basic_ios::clear:
-            iostream error" or "unexpected pos") should write bytes made in
-            memory instead (:func:`atomic_write_bytes`).
-    """
-    with _temporary_path(path) as tmp_path:
-        write(tmp_path)
-
-
-@contextmanager
-def _temporary_path(path: str) -> Iterator[str]:
-    """A temporary name beside ``path``, renamed to ``path`` when the block succeeds (removed if it fails)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    # Keep the extension: torch.save names its archive after the file name.
-    fd, tmp_path = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.splitext(path)[1], dir=directory)
-    os.close(fd)
-    try:
-        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp creates files 0600
-        yield tmp_path
-        os.replace(tmp_path, path)
-    except BaseException as error:
-        full = isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
-        free = _free_bytes(directory) if full else None  # before the partial file goes
-        if os.path.exists(tmp_path):
-            os.remove(tmp_path)
-        if full:
-            raise DiskFullError(
-                error.errno,
-                "%s (the disk is full: %d bytes free on its file system when the write failed)"
-                % (os.strerror(error.errno), free),
-                path,
-            ) from error
-        raise
-
-
-def atomic_write_bytes(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename (see :func:`atomic_write_file`)."""
-
-    def write(tmp_path: str) -> None:
-        with open(tmp_path, "wb") as handle:
-            handle.write(data)
-
-    atomic_write_file(path, write)
-
-
-@contextmanager
-def atomic_text_writers(paths: Sequence[str]) -> Iterator[Dict[str, TextIO]]:
-    """Text handles (path -> handle) to write several files in streaming chunks.
-
-    Each file is written under a temporary name; all are renamed into place
-    when the block succeeds, and none is left behind when it fails.
-    """
-    with ExitStack() as stack:
-        handles = {}
-        for path in paths:
-            tmp_path = stack.enter_context(_temporary_path(path))
-            handles[path] = stack.enter_context(open(tmp_path, "w"))
-        yield handles  # on leaving, each handle is closed before its file is renamed
-
-
-def atomic_write_text(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
-
-    def write(tmp_path: str) -> None:
-        with open(tmp_path, "w") as handle:
-            handle.write(text)
-
-    atomic_write_file(path, write)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _format_features(row: np.ndarray) -> str:

@@ -28,8 +28,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..compat import runtime
-from .checks import DataCheckError
+from ultra_multr.compat import runtime
+from ultra_multr.data.feature_fields import DataCheckError
 
 
 def labels_path(data_dir: str, split: str, click_model_dir: str) -> str:

@@ -14,7 +14,7 @@ at the first problem:
 
 - every file ends in a newline; ``.feature`` lines are ``docid index:value ...``
   with indices in 1..feature_size and finite values
-  (:func:`~ultra_multr.data.checks.checked_feature_blocks`), and no document id
+  (:func:`~ultra_multr.data.feature_fields.checked_feature_blocks`), and no document id
   has two lines;
 - ``.init_list`` lines are ``qid:docid docid ...`` with document ids of ``.feature``;
 - the labels file ULTRA takes (:func:`~ultra_multr.data.ultre.labels_path`)
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, Iterator, List, Tuple
 
-from .checks import DataCheckError, DataSettings, checked_feature_blocks
-from .feature_fields import line_blocks, separator_checked
+from ultra_multr.data.feature_fields import DataCheckError, checked_feature_blocks, line_blocks, separator_checked
+from ultra_multr.data.settings import DataSettings
 
 
 def check_ultre_files(
@@ -92,7 +92,7 @@ def check_ultre_files(
 
 
 def _lines(blocks: Iterable[Tuple[int, bytes]]) -> Iterator[Tuple[int, str]]:
-    """(line number, line without its newline) of :func:`~ultra_multr.data.checks.line_blocks`' blocks."""
+    """(line number, line without its newline) of :func:`~ultra_multr.data.feature_fields.line_blocks`' blocks."""
     for first, block in blocks:
         yield from enumerate(block.decode().split("\n")[:-1], start=first)
 

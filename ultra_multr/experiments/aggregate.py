@@ -41,10 +41,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..data.ultra_format import atomic_write_file, atomic_write_text
-from .evaluate import PER_QUERY_CSV, read_per_query_csv
-from .metrics import metric_names
-from .significance import EXACT_MAX_QUERIES, randomization_test
+from ultra_multr.files import atomic_write_file, atomic_write_text
+from ultra_multr.experiments.evaluate import PER_QUERY_CSV, read_per_query_csv
+from ultra_multr.metrics import metric_names
+from ultra_multr.experiments.significance import EXACT_MAX_QUERIES, randomization_test
 
 logger = logging.getLogger(__name__)
 

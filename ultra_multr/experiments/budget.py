@@ -24,9 +24,9 @@ import re
 import sys
 from typing import Dict, List, Sequence
 
-from ..data.ultra_format import atomic_write_text
-from ..session_budget import PHASES, read_summary
-from .aggregate import finished_run_dirs
+from ultra_multr.files import atomic_write_text
+from ultra_multr.session_budget import PHASES, read_summary
+from ultra_multr.experiments.aggregate import finished_run_dirs
 
 #: (column, pattern of train.stderr whose first group is the cell)
 LOG_FACTS = (

@@ -30,9 +30,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..data.ultra_format import atomic_write_text
-from .aggregate import METRICS, RunRecord, collect_runs, pooled_queries
-from .significance import randomization_test
+from ultra_multr.files import atomic_write_text
+from ultra_multr.experiments.aggregate import METRICS, RunRecord, collect_runs, pooled_queries
+from ultra_multr.experiments.significance import randomization_test
 
 
 def method_runs(

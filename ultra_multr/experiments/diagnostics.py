@@ -33,8 +33,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..data.ultra_format import atomic_write_text
-from .aggregate import finished_run_dirs
+from ultra_multr.files import atomic_write_text
+from ultra_multr.experiments.aggregate import finished_run_dirs
 
 PROPENSITY_TAG = re.compile(r"^propensity/position_(\d+)$")
 SIMULATOR_LL_TAG = "simulator/heldout_log_likelihood"

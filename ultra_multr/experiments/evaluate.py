@@ -28,11 +28,12 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
-from ..compat.model_dir import checkpoint_path
-from ..data.ultra_format import atomic_write_text, ultra_data_dir
-from .jsonfile import JsonFileError, read_json
-from .metrics import CUTOFFS, metric_names, per_query_metrics
-from .trec import write_qrels, write_run
+from ultra_multr.compat.model_dir import checkpoint_path
+from ultra_multr.data.ultra_format import ultra_data_dir
+from ultra_multr.files import atomic_write_text
+from ultra_multr.files import JsonFileError, read_json
+from ultra_multr.metrics import CUTOFFS, metric_names, per_query_metrics
+from ultra_multr.experiments.trec import write_qrels, write_run
 
 PER_QUERY_CSV = "per_query_metrics.csv"
 RUN_FILE = "run.trec"
@@ -69,7 +70,7 @@ def load_ranker(settings: dict, model_dir: str, feature_size: int):
     """
     import torch
 
-    from ..compat.runtime import create_ranking_model
+    from ultra_multr.compat.runtime import create_ranking_model
 
     path = checkpoint_path(model_dir, settings["learning_algorithm"])
     if not os.path.isfile(path):
@@ -96,7 +97,7 @@ def score_split(model, data) -> SplitRanking:
     """Score every document of every query in ``data`` (from :func:`read_split`)."""
     import torch
 
-    from ..compat.runtime import score_documents
+    from ultra_multr.compat.runtime import score_documents
 
     features = np.asarray(data.features, dtype=np.float32)
     # Without pad() the lists hold no -1 entries; labels may be shorter only

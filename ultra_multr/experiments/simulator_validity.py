@@ -35,13 +35,13 @@ from typing import Dict, Sequence
 import numpy as np
 import torch
 
-from ..compat import startup  # noqa: F401  (ULTRA's fixes before it is imported)
-from ..data.ultra_format import atomic_write_text
-from ..feeds import query_arrays
-from ..imputation import expected_pseudo_clicks
-from ..simulator import load_simulator
-from ..simulator.controls import TrueClickModelSimulator
-from ..ultra_click_models import load_click_model_file
+from ultra_multr.compat import startup  # noqa: F401  (ULTRA's fixes before it is imported)
+from ultra_multr.files import atomic_write_text
+from ultra_multr.feeds.arrays import query_arrays
+from ultra_multr.imputation import expected_pseudo_clicks
+from ultra_multr.simulator import load_simulator
+from ultra_multr.simulator.controls import TrueClickModelSimulator
+from ultra_multr.click_models.ultra import load_click_model_file
 
 #: The share of documents in the top (and the bottom) group of the logging ranker's score.
 DECILE = 0.1

@@ -38,10 +38,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..config import HParamError, parse_json_fields
-from . import methods as registry
-from .jsonfile import JsonFileError, read_json
-from .slurm_config import SlurmConfig
+from ultra_multr.config import HParamError, parse_json_fields
+from ultra_multr.experiments import methods as registry
+from ultra_multr.files import JsonFileError, read_json
+from ultra_multr.experiments.runner.slurm_config import SlurmConfig
 
 #: main.py flags a config may set, with their types.  The boolean flags
 #: (--test_only, --test_while_train) are left out: main.py parses them with

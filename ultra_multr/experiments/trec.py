@@ -11,7 +11,7 @@ from typing import Iterable, List, Sequence, Tuple
 
 import numpy as np
 
-from ..data.ultra_format import atomic_write_text
+from ultra_multr.files import atomic_write_text
 
 #: (qid, doc_ids [n], values [n]) for one query.
 QueryRows = Tuple[str, Sequence[str], np.ndarray]

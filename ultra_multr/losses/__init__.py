@@ -9,9 +9,9 @@ Modules: :mod:`.listwise` (the softmax pieces they share), :mod:`.dla`,
 combines it), :mod:`.rem`, :mod:`.paird`, :mod:`.pal`.
 Every public name is re-exported here, so ``losses.dr_loss`` works.
 """
-from .authors_code import authors_code_dr_loss
-from .dla import PROBABILITY_FUNCTIONS, dla_softmax_loss, ipw_weights, logits_to_probability
-from .dr import (
+from ultra_multr.losses.authors_code import authors_code_dr_loss
+from ultra_multr.losses.dla import PROBABILITY_FUNCTIONS, dla_softmax_loss, ipw_weights, logits_to_probability
+from ultra_multr.losses.dr import (
     FORMS,
     VARIANTS,
     WEIGHT_GUARDS,
@@ -24,8 +24,8 @@ from .dr import (
     randomized_document_weights,
     rebalance_weights,
 )
-from .ipw import ipw_loss
-from .listwise import (
+from ultra_multr.losses.ipw import ipw_loss
+from ultra_multr.losses.listwise import (
     MIN_WEIGHT_MASS,
     NORMALIZATIONS,
     listwise_document_losses,
@@ -33,9 +33,9 @@ from .listwise import (
     masked_mean,
     weighted_listwise_loss,
 )
-from .paird import pairwise_debias_loss, pairwise_debias_pair_losses, pairwise_debias_update
-from .pal import log1mexp, pal_click_log_probability, pal_click_loss
-from .rem import online_em_update, rem_posteriors, sigmoid_cross_entropy
+from ultra_multr.losses.paird import pairwise_debias_loss, pairwise_debias_pair_losses, pairwise_debias_update
+from ultra_multr.losses.pal import log1mexp, pal_click_log_probability, pal_click_loss
+from ultra_multr.losses.rem import online_em_update, rem_posteriors, sigmoid_cross_entropy
 
 __all__ = [
     "FORMS",

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import torch
 
-from .dla import dla_softmax_loss
+from ultra_multr.losses.dla import dla_softmax_loss
 
 
 def authors_code_dr_loss(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .listwise import masked_log_softmax
+from ultra_multr.losses.listwise import masked_log_softmax
 
 
 #: DLA's label smoothing constant (ULTRA's ``softmax_loss``), kept for parity.

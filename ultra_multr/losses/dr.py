@@ -9,7 +9,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from .listwise import weighted_listwise_loss
+from ultra_multr.losses.listwise import weighted_listwise_loss
 
 
 VARIANTS = ("dr", "eib")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .listwise import weighted_listwise_loss
+from ultra_multr.losses.listwise import weighted_listwise_loss
 
 
 def ipw_loss(scores: torch.Tensor, mask: torch.Tensor, clicks: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .listwise import masked_mean
+from ultra_multr.losses.listwise import masked_mean
 
 
 _LOG_HALF = -0.6931471805599453

@@ -9,7 +9,7 @@ from typing import Tuple
 
 import torch
 
-from .listwise import masked_mean
+from ultra_multr.losses.listwise import masked_mean
 
 
 def sigmoid_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

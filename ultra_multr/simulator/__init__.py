@@ -7,11 +7,11 @@ Modules: :mod:`.model` (the network and its hand-written recurrent steps),
 :mod:`.checkpoint` (simulator and training-state files).  Every public name
 is re-exported here, so ``from ultra_multr.simulator import X`` works.
 """
-from .checkpoint import check_compatible, load_simulator, load_training_state, save_simulator, save_training_state
-from .graphs import GraphedSampler, GraphedSimulatorUpdate
-from .model import CELLS, CLICK, SKIP, UNKNOWN, ContextAwareUserSimulator, DocumentGates, RecurrentCell, SimulatorConfig
-from .sampling import LISTS_PER_CHUNK, click_thresholds, queries_per_chunk, sampling_uniforms
-from .training import EarlyStopping, click_log_likelihood, simulator_loss, simulator_update
+from ultra_multr.simulator.checkpoint import check_compatible, load_simulator, load_training_state, save_simulator, save_training_state
+from ultra_multr.simulator.graphs import GraphedSampler, GraphedSimulatorUpdate
+from ultra_multr.simulator.model import CELLS, CLICK, SKIP, UNKNOWN, ContextAwareUserSimulator, DocumentGates, RecurrentCell, SimulatorConfig
+from ultra_multr.simulator.sampling import LISTS_PER_CHUNK, click_thresholds, queries_per_chunk, sampling_uniforms
+from ultra_multr.simulator.training import EarlyStopping, click_log_likelihood, simulator_loss, simulator_update
 
 __all__ = [
     "CELLS",

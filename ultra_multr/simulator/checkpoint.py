@@ -8,8 +8,8 @@ from typing import Any, Dict, Optional, Tuple
 
 import torch
 
-from ..data.ultra_format import atomic_write_bytes
-from .model import ContextAwareUserSimulator, SimulatorConfig
+from ultra_multr.files import atomic_write_bytes
+from ultra_multr.simulator.model import ContextAwareUserSimulator, SimulatorConfig
 
 
 def _save(path: str, payload: Any) -> None:

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..compat.runtime import Batch
-from ..imputation import row_fingerprints
-from ..randomization import random_permutations
+from ultra_multr.batch import Batch
+from ultra_multr.fingerprints import row_fingerprints
+from ultra_multr.randomization import random_permutations
 
 SIMULATOR_CONTROLS = ("none", "true_click_model", "shuffled_positions")
 
@@ -45,7 +45,7 @@ def shuffle_positions(batch: Batch, generator: torch.Generator) -> Batch:
 class TrueClickModelSimulator(torch.nn.Module):
     """The training feed's click model behind the simulator's interface, exact for main.py's stream.
 
-    Documents are recognised by their feature row (:func:`ultra_multr.imputation.row_fingerprints`)
+    Documents are recognised by their feature row (:func:`ultra_multr.fingerprints.row_fingerprints`)
     and given their relevance label.  On an order pi of a list shown as sigma, the click probability
     at position t is the click model's marginal on pi divided by P(at least one click on sigma): the
     stream drops lists without a click, and a simulator trained on it learns clicks given one on the

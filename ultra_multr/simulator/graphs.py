@@ -28,9 +28,9 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
-from .model import ContextAwareUserSimulator
-from .sampling import LISTS_PER_CHUNK, sampling_uniforms
-from .training import backward_and_step, simulator_loss
+from ultra_multr.simulator.model import ContextAwareUserSimulator
+from ultra_multr.simulator.sampling import LISTS_PER_CHUNK, sampling_uniforms
+from ultra_multr.simulator.training import backward_and_step, simulator_loss
 
 #: Eager runs on a side stream before a capture (lazy initialisations of
 #: cuBLAS and the caching allocator must not happen inside it).

@@ -33,8 +33,8 @@ from typing import Callable, List, Optional, Tuple
 import torch
 from torch import nn
 
-from ..config import require
-from .sampling import LISTS_PER_CHUNK, click_thresholds, sampling_uniforms
+from ultra_multr.config import require
+from ultra_multr.simulator.sampling import LISTS_PER_CHUNK, click_thresholds, sampling_uniforms
 
 UNKNOWN, SKIP, CLICK = 0, 1, 2
 CELLS = ("lstm", "gru")

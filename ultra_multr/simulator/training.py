@@ -8,7 +8,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from .model import ContextAwareUserSimulator
+from ultra_multr.simulator.model import ContextAwareUserSimulator
 
 
 def click_log_likelihood(logits: torch.Tensor, clicks: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,263 @@
+"""The runs of a study: their folders, settings, commands, and whether they are finished.
+
+Each run lives in ``<output_dir>/runs/<dataset>/<fold>/<method>[/<variant>]/seed<k>/``:
+
+* ``settings.json`` (the ULTRA settings, from the method registry) and
+  ``run.json`` (what the run is: dataset, fold, method, role, sweep, seed);
+* ``train.stdout`` / ``train.stderr``: ULTRA's ``main.py`` (through
+  :mod:`.seeded_main`), training into ``model/``;
+* ``evaluate.stdout`` / ``evaluate.stderr`` and the files of
+  :mod:`.evaluate` (per-query metrics, TREC run, qrels, metrics.json);
+* ``done.json``, written last and atomically: its presence (with the same
+  configuration fingerprint, which includes our algorithm's and feed's
+  hyper-parameters with their defaults filled in (:func:`resolved_hparams`),
+  and the same data: a hash of the data folder's
+  ``prepare_report.json`` when it has one) marks the run finished, so a
+  second invocation skips it; finished under another configuration or on
+  re-prepared data, it is refused ("stale"), never silently reused.  An unfinished run's folder is wiped and the run started again;
+  a failed run leaves ``failed.json`` and the other runs go on.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ultra_multr.config import HParamError, parse_hparams
+from ultra_multr.data.prepare import REPORT_FILE as PREPARE_REPORT
+from ultra_multr.data.ultra_format import ultra_data_dir
+from ultra_multr.experiments import methods as registry
+from ultra_multr.experiments.study_config import (
+    PATH_SUFFIXES, SEEDED_SECTIONS, ConfigError, ExperimentConfig, Sweep, merge_sections, resolve_path, safe_name,
+)
+
+DONE_FILE = "done.json"
+FAILED_FILE = "failed.json"
+RUN_FILE = "run.json"
+SETTINGS_FILE = "settings.json"
+
+
+@dataclass
+class RunSpec:
+    """One training + evaluation run.
+
+    Attributes:
+        settings: the ULTRA settings dict written to ``settings.json``.
+        main_args: main.py flags (name -> value).
+        info: what goes into ``run.json`` (dataset, fold, method, label, role,
+            order, variant, sweep, seed, data_dir).
+    """
+
+    run_dir: str
+    data_dir: str
+    seed: int
+    method: str
+    settings: Dict[str, Any]
+    main_args: Dict[str, int]
+    info: Dict[str, Any]
+    main_py: Optional[str] = None
+    python: str = sys.executable
+    eval_split: str = "test"
+    fingerprint: str = field(init=False)
+    #: hash of the data folder's prepare_report.json ("" without one); kept out of
+    #: the fingerprint so that runs finished before it existed stay valid
+    data_id: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        payload = json.dumps(
+            [self.data_dir, self.seed, self.settings, resolved_hparams(self.settings), self.main_args, self.eval_split],
+            sort_keys=True,
+        )
+        self.fingerprint = hashlib.sha256(payload.encode()).hexdigest()[:16]
+        self.data_id = data_identity(self.data_dir)
+
+    @property
+    def tag(self) -> str:
+        parts = [self.info["method"], self.info.get("variant") or "", "seed%d" % self.seed]
+        return safe_name("_".join(p for p in parts if p))
+
+
+#: (step name, argv) pairs a run executes in order, in its folder.
+Steps = List[Tuple[str, List[str]]]
+CommandFactory = Callable[[RunSpec], Steps]
+
+
+#: (class key, hyper-parameter key, attribute of the class holding its typed config) of the settings.
+_TYPED_HPARAMS = (
+    ("learning_algorithm", "learning_algorithm_hparams", "config_class"),
+    ("train_input_feed", "train_input_hparams", "HPARAMS"),
+)
+
+
+def resolved_hparams(settings: Dict[str, Any]) -> Dict[str, Any]:
+    """The hyper-parameters our algorithm and training feed run with, every default filled in.
+
+    Part of a run's fingerprint: when a default changes (say MULTR's
+    ``rerank_weight``), a run finished under the old one is stale, not
+    reused as if it had run the new one.  Classes outside ``ultra_multr``
+    (ULTRA's own) are left out.  A string the class refuses is kept as its error
+    (main.py then refuses the run, naming it).
+    """
+    resolved: Dict[str, Any] = {}
+    for class_key, hparams_key, attribute in _TYPED_HPARAMS:
+        path = settings.get(class_key, "")
+        if not isinstance(path, str) or not path.startswith("ultra_multr."):
+            continue
+        module, name = path.rsplit(".", 1)
+        config_class = getattr(getattr(importlib.import_module(module), name), attribute, None)
+        if config_class is None:
+            continue
+        try:
+            config = parse_hparams(config_class, settings.get(hparams_key, ""), "%s of %s" % (hparams_key, path))
+        except HParamError as error:  # main.py refuses it too, naming it in the run's train.stderr
+            resolved[class_key] = {"refused": str(error)}
+            continue
+        resolved[class_key] = json.loads(json.dumps(dataclasses.asdict(config), default=str))
+    return resolved
+
+
+def _format_value(value: Any) -> str:
+    return ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
+
+
+def _make_run(
+    config: ExperimentConfig, dataset: str, fold: str, data_dir: str, method_name: str, seed: int,
+    sweep: Optional[Sweep] = None, value: Any = None,
+) -> RunSpec:
+    method = registry.get_method(method_name)
+    sections = merge_sections(config.settings, config.method_overrides.get(method_name, {}))
+    main_args = {**config.main_args, **sections.pop("main_args", {})}
+    variant = None
+    if sweep is not None:
+        sections = merge_sections(sections, sweep.overrides)
+        main_args.update(sections.pop("main_args", {}))
+        if sweep.section == "main_args":
+            main_args[sweep.parameter] = value
+        else:
+            setting = value
+            if isinstance(value, str) and sweep.parameter.endswith(PATH_SUFFIXES):
+                setting = resolve_path(os.path.dirname(config.path), value)
+            sections = merge_sections(sections, {sweep.section: {sweep.parameter: setting}})
+        variant = safe_name("%s=%s" % (sweep.parameter, _format_value(value)))
+    for key in SEEDED_SECTIONS:  # unless the config pins a seed there
+        sections[key] = {"seed": seed, **sections.get(key, {})}
+    params = registry.RunParameters(dataset=dataset, fold=fold, seed=seed, sections=sections)
+    run_dir = os.path.join(config.runs_dir, dataset, fold, method_name, *([variant] if variant else []), "seed%d" % seed)
+    info = {
+        "dataset": dataset,
+        "fold": fold,
+        "method": method_name,
+        "label": method.label,
+        "role": method.role,
+        "order": registry.table_order(method_name),
+        "variant": variant,
+        "sweep": None if sweep is None else {"name": sweep.name, "parameter": sweep.parameter, "value": value},
+        "seed": seed,
+        "data_dir": data_dir,
+    }
+    return RunSpec(
+        run_dir=run_dir,
+        data_dir=data_dir,
+        seed=seed,
+        method=method_name,
+        settings=method.make_settings(params),
+        main_args=main_args,
+        info=info,
+        main_py=config.main_py,
+        python=config.python,
+        eval_split=config.eval_split,
+    )
+
+
+def _describe(run: RunSpec) -> str:
+    sweep = run.info["sweep"]
+    where = "sweep %r value %r" % (sweep["name"], sweep["value"]) if sweep else "the methods list"
+    return "%s seed %d from %s" % (run.method, run.seed, where)
+
+
+def expand_runs(config: ExperimentConfig) -> List[RunSpec]:
+    """Every run of the config: methods x datasets x folds x seeds, then the sweeps."""
+    runs = []
+    for dataset, folds in config.datasets.items():
+        for fold, data_dir in folds.items():
+            for seed in config.seeds:
+                for method in config.methods:
+                    runs.append(_make_run(config, dataset, fold, data_dir, method, seed))
+                for sweep in config.sweeps:
+                    if sweep.folds and fold not in sweep.folds:
+                        continue
+                    for method in sweep.methods:
+                        for value in sweep.values:
+                            runs.append(_make_run(config, dataset, fold, data_dir, method, seed, sweep, value))
+    seen: Dict[str, RunSpec] = {}
+    for run in runs:
+        if run.run_dir in seen:
+            raise ConfigError("%s: two runs share the folder %s: %s and %s"
+                              % (config.path, run.run_dir, _describe(seen[run.run_dir]), _describe(run)))
+        seen[run.run_dir] = run
+    return runs
+
+
+def find_main_py(configured: Optional[str] = None) -> str:
+    """ULTRA's main.py: the configured path, else ``$ULTRA_MAIN``, else next to the ``ultra`` package."""
+    configured = configured or os.environ.get("ULTRA_MAIN")
+    if configured:
+        if not os.path.isfile(configured):
+            raise FileNotFoundError("ULTRA's main.py %s does not exist" % configured)
+        return configured
+    import ultra
+
+    candidate = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ultra.__file__))), "main.py")
+    if not os.path.isfile(candidate):
+        raise FileNotFoundError("ULTRA's main.py is not next to the ultra package (%s); set main_py" % candidate)
+    return candidate
+
+
+def default_commands(run: RunSpec) -> Steps:
+    """Train with ULTRA's main.py (seeded), then evaluate on the eval split."""
+    train = [
+        run.python, "-m", "ultra_multr.experiments.runner.seeded_main", "--seed", str(run.seed), find_main_py(run.main_py),
+        "--data_dir", ultra_data_dir(run.data_dir),
+        "--setting_file", os.path.join(run.run_dir, SETTINGS_FILE),
+        "--model_dir", os.path.join(run.run_dir, "model", ""),
+        "--output_dir", os.path.join(run.run_dir, "output", ""),
+    ]
+    for name, value in run.main_args.items():
+        train += ["--%s" % name, str(value)]
+    evaluate = [
+        run.python, "-m", "ultra_multr.experiments.evaluate",
+        "--data_dir", run.data_dir, "--split", run.eval_split,
+        "--setting_file", os.path.join(run.run_dir, SETTINGS_FILE),
+        "--model_dir", os.path.join(run.run_dir, "model"),
+        "--out", run.run_dir, "--tag", run.tag,
+    ]
+    return [("train", train), ("evaluate", evaluate)]
+
+
+def data_identity(data_dir: str) -> str:
+    """A hash of ``<data_dir>/prepare_report.json`` (what the data was prepared from and how), "" without one."""
+    try:
+        with open(os.path.join(data_dir, PREPARE_REPORT), "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()[:16]
+    except OSError:
+        return ""
+
+
+def run_status(run: RunSpec) -> str:
+    """"done", "pending", or "stale" (finished under a different configuration or on other data)."""
+    path = os.path.join(run.run_dir, DONE_FILE)
+    if not os.path.isfile(path):
+        return "pending"
+    try:
+        with open(path) as handle:
+            done = json.load(handle)
+    except (OSError, json.JSONDecodeError):
+        return "pending"
+    # done.json of runs finished before data_id was recorded has no "data": their data is not checked.
+    same_data = done.get("data", run.data_id) == run.data_id
+    return "done" if done.get("fingerprint") == run.fingerprint and same_data else "stale"

@@ -1,0 +1,9 @@
+"""Generated data, one module per kind, each written in the layout its reader expects.
+
+* :mod:`.ultra_dataset`: a ULTRA data directory whose logging ranker scores with the true label plus noise
+  (the **stress** group: the logger knows relevance the features lack);
+* :mod:`.ultra_recipe`: a ULTRA data directory in ULTRA's own recipe (the logger is a Rank SVM trained on 1 %
+  of the labelled queries, on the features the learner sees);
+* :mod:`.ultre_log`: logged sessions in ULTRA's ULTRE layout (``--click_model_dir``);
+* :mod:`.baidu_log`: click and annotation files laid out as the Baidu-ULTR release writes them.
+"""
