@@ -1,10 +1,10 @@
 """Ingest rate of the Baidu-ULTR reader and the session-replay feed on a generated log (CPU).
 
-python example/baidu_ingest_rate.py --out example/results_baidu_ingest [--sessions 5000 --per_file 2500]
-python example/baidu_ingest_rate.py --out OUT --log_files 'baidu-ultr/parts/part-1_split-*.feather'
+python benchmarks/baidu_ingest_rate.py --out benchmarks/results/baidu_ingest [--sessions 5000 --per_file 2500]
+python benchmarks/baidu_ingest_rate.py --out OUT --log_files 'baidu-ultr/parts/part-1_split-*.feather'
 
 Generates a log in the release's layout (ultra_multr.generate.baidu_log), or takes the given files
-(the real release's, or a log written by example/baidu_study.py), then, each in a fresh
+(the real release's, or a log written by studies/baidu/run.py), then, each in a fresh
 process, times read_sessions per feature choice (the second of two passes over the files: page cache
 warm; sessions per second, bytes of the feature array per session, the process's peak resident memory
 and its resident memory after the imports) and BaiduSessionFeed batches of 256 (lexical, two passes).
@@ -23,7 +23,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from row_tables import markdown_lines, write_csv  # noqa: E402
+from ultra_multr.experiments.row_tables import markdown_lines, write_csv  # noqa: E402
 from ultra_multr.files import atomic_write_text  # noqa: E402
 from ultra_multr.experiments.runner.processes import peak_resident_kib  # noqa: E402
 from ultra_multr.click_logs import baidu  # noqa: E402
@@ -100,7 +100,7 @@ def main() -> None:
             rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
     os.makedirs(args.out, exist_ok=True)
     write_csv(os.path.join(args.out, "ingest.csv"), rows)
-    note = ("%s, top 10, one CPU process per row (2-core machine), `python example/baidu_ingest_rate.py %s`.\n\n"
+    note = ("%s, top 10, one CPU process per row (2-core machine), `python benchmarks/baidu_ingest_rate.py %s`.\n\n"
             % (source[0].upper() + source[1:], " ".join(sys.argv[1:])))
     text = note + "\n".join(markdown_lines(rows)) + "\n"
     atomic_write_text(os.path.join(args.out, "ingest.md"), text)

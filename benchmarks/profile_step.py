@@ -2,11 +2,11 @@
 
 Usage::
 
-    python example/profile_step.py [--device cuda] [--samples 8] [--steps 10]
+    python benchmarks/profile_step.py [--device cuda] [--samples 8] [--steps 10]
         [--batch-size 256] [--list-size 10] [--features 700] [--rows 20]
         [--multr-hparams "cuda_graphs=off"]
 
-The same random batch and models as ``benchmark_step_time.py``.  For each
+The same random batch and models as ``step_time.py``.  For each
 configuration: wall milliseconds per step, kernel launches per step (CUDA)
 and the operators with the most self time (device time on CUDA, CPU time on
 CPU).  Needs ULTRA importable.
@@ -19,11 +19,11 @@ import time
 from types import SimpleNamespace
 
 import torch
-from benchmark_step_time import input_feed, settings
 from torch.profiler import ProfilerActivity, profile
 
 from ultra_multr.algorithms.dla import DLA
 from ultra_multr.algorithms.multr import MULTR
+from ultra_multr.experiments.step_inputs import input_feed, settings
 
 #: profiler event names of kernel launches (runtime API, driver API)
 LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaGraphLaunch", "cudaLaunchKernelExC")

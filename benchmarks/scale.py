@@ -2,10 +2,10 @@
 
 Usage::
 
-    nice -n 10 python example/benchmark_scale.py --data DIR [--generate 2000 [--features 700]]
+    nice -n 10 python benchmarks/scale.py --data DIR [--generate 2000 [--features 700]]
         [--configs ultra_dla dla multr_sampled multr_expected] [--steps 300]
-        [--simulator-steps 300] [--repeats 2] [--out example/results_scale/NAME]
-    python example/benchmark_scale.py --tiny        # a few queries, 2 steps: checks the script
+        [--simulator-steps 300] [--repeats 2] [--out benchmarks/results/scale/NAME]
+    python benchmarks/scale.py --tiny        # a few queries, 2 steps: checks the script
 
 Each run is ULTRA's unmodified ``main.py`` in its own process (whole runs
 cannot share one); repeats alternate the configurations (A B C D A B C D ...)
@@ -243,7 +243,7 @@ def summary_markdown(rows: List[Dict], args: argparse.Namespace, machine: str) -
     """Medians [min-max] per configuration, then the extrapolation to ``--extrapolate-steps``."""
     out = io.StringIO()
     out.write("# main.py at scale: %d training queries, %d ranker steps\n\n" % (args.train_queries, args.steps))
-    out.write("Written by `example/benchmark_scale.py %s`.\n\n" % " ".join(args.argv))
+    out.write("Written by `benchmarks/scale.py %s`.\n\n" % " ".join(args.argv))
     out.write("Machine: %s\n\n" % machine)
     out.write("Median [min - max] over alternating repeats (n = runs); seconds, MB. \"(first check)\": the run whose "
               "data checks parsed the files; the others found them passed before and only hashed them.\n\n")

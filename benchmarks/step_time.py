@@ -2,7 +2,7 @@
 
 Usage::
 
-    python example/benchmark_step_time.py [--batch-size 256] [--list-size 10]
+    python benchmarks/step_time.py [--batch-size 256] [--list-size 10]
         [--features 700] [--samples 0 8 32] [--steps 20] [--device cpu]
         [--multr-hparams "simulator_input_mlp=[128]"] [--expected-samples 8 32]
 
@@ -34,6 +34,7 @@ import torch
 from ultra_multr.algorithms.dla import DLA
 from ultra_multr.algorithms.multr import MULTR
 from ultra_multr.experiments.runner.processes import peak_resident_kib
+from ultra_multr.experiments.step_inputs import input_feed, settings
 from ultra_multr.simulator import (
     ContextAwareUserSimulator,
     GraphedSimulatorUpdate,
@@ -43,17 +44,6 @@ from ultra_multr.simulator import (
 )
 
 
-def input_feed(batch_size: int, list_size: int, features: int, seed: int = 0) -> dict:
-    """A ULTRA input feed of random documents with cascade-like clicks."""
-    rng = np.random.default_rng(seed)
-    feed = {"letor_features": rng.uniform(-1, 1, (batch_size * list_size, features)).astype(np.float32)}
-    first_click = rng.integers(0, list_size, batch_size)
-    for i in range(list_size):
-        feed["docid_input%d" % i] = (np.arange(batch_size) * list_size + i).astype(np.float32)
-        feed["label%d" % i] = (first_click == i).astype(np.float32)
-    return feed
-
-
 def raw_data(feed: dict, list_size: int, features: int) -> SimpleNamespace:
     """The feed's lists as a ULTRA Raw_data (what MULTR's one-off pass reads)."""
     ids = np.stack([feed["docid_input%d" % i] for i in range(list_size)], axis=1).astype(np.int64)
@@ -61,21 +51,6 @@ def raw_data(feed: dict, list_size: int, features: int) -> SimpleNamespace:
     return SimpleNamespace(
         feature_size=features, features=feed["letor_features"], initial_list=ids.tolist(), labels=labels.tolist()
     )
-
-
-def settings(algorithm: str, hparams: str, list_size: int) -> dict:
-    return {
-        "train_input_feed": "ultra_multr.feeds.ClickSimulationFeed",
-        "train_input_hparams": "",
-        "ranking_model": "ultra.ranking_model.DNN",
-        "ranking_model_hparams": "hidden_layer_sizes=[512,256,128]",
-        "learning_algorithm": algorithm,
-        "learning_algorithm_hparams": hparams,
-        "max_candidate_num": list_size,
-        "selection_bias_cutoff": list_size,
-        "metrics": ["ndcg"],
-        "metrics_topn": [10],
-    }
 
 
 def reset_peak(device: torch.device) -> None:

@@ -8,9 +8,9 @@
 # not stop the others, and the exit status is non-zero when any failed:
 #   1. tests      python -m pytest on $GPU_CHECK_TESTS (default: the whole suite);
 #                 tests taking the `device` fixture run on cpu and cuda.
-#   2. benchmark  example/benchmark_step_time.py --device cuda (DLA vs MULTR step time, peak memory;
+#   2. benchmark  benchmarks/step_time.py --device cuda (DLA vs MULTR step time, peak memory;
 #                 sampled mode with and without CUDA graphs).
-#      profile    example/profile_step.py --device cuda (where DLA's and MULTR's step time goes).
+#      profile    benchmarks/profile_step.py --device cuda (where DLA's and MULTR's step time goes).
 #   3. main_train ULTRA's unmodified main.py trains MULTR (device=cuda) on generated data, validating
 #                 twice; main_test: main.py --test_only on that model dir; main_test_cpu: the same
 #                 with CUDA hidden (CUDA_VISIBLE_DEVICES=""), i.e. the CUDA-written checkpoint read
@@ -83,8 +83,8 @@ read -r -a TESTS <<< "${GPU_CHECK_TESTS:-tests}"
 stage tests 230 bash -c 'cd "$1" && shift && "$@"' _ "$REPO" "$PYTHON" -m pytest -q -rs --durations=10 -p no:cacheprovider "${TESTS[@]}"
 
 # 2. Step time and peak memory.
-stage benchmark 70 "$PYTHON" "$REPO/example/benchmark_step_time.py" --device "$DEVICE" "${BENCH[@]}"
-stage profile 30 "$PYTHON" "$REPO/example/profile_step.py" --device "$DEVICE" "${PROFILE[@]}"
+stage benchmark 70 "$PYTHON" "$REPO/benchmarks/step_time.py" --device "$DEVICE" "${BENCH[@]}"
+stage profile 30 "$PYTHON" "$REPO/benchmarks/profile_step.py" --device "$DEVICE" "${PROFILE[@]}"
 
 # 3. main.py: train, then --test_only on the device and with CUDA hidden.
 RUN="$LOGS/main_run"

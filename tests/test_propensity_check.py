@@ -34,7 +34,7 @@ def test_the_log_swaps_neighbours_only(log):
 
 
 def test_intervention_harvesting_recovers_the_examination_curve(log):
-    # AllPairsEstimator (5,000 optimiser steps, 4-20 s here) runs in example/propensity_check.py, not in a test.
+    # AllPairsEstimator (5,000 optimiser steps, 4-20 s here) runs in studies/propensity_check/run.py, not in a test.
     curve = harvested_examination(sessions_frame(log), "adjacent_chain", log.n_positions)
     truth = np.array(EXAM) / EXAM[0]
     assert curve[0] == 1.0

@@ -23,6 +23,7 @@ sys.modules[_SPEC.name] = paper  # dataclasses look their module up there
 _SPEC.loader.exec_module(paper)
 
 CASCADE_YMAX4 = os.path.join(REPO_ROOT, "settings", "click_models", "cascade_eps0.1_ymax4.json")
+MQ2008 = os.path.join(REPO_ROOT, "studies", "mq2008", "run.py")
 
 
 def hparams(text: str) -> dict:
@@ -259,7 +260,7 @@ def test_tiangong_without_settings_says_what_to_write(tmp_path):
         paper.check_tiangong(str(tmp_path))
 
 
-# ----------------------------------------------------------------------------- MQ2008 shell scripts
+# ----------------------------------------------------------------------------- MQ2008 study (studies/mq2008)
 
 
 def _dry_run(tmp_path, argv, **env):
@@ -277,19 +278,20 @@ def _dry_run(tmp_path, argv, **env):
 
 
 @pytest.mark.parametrize(
-    "script, methods, variants, click_model",
+    "table, methods, variants, click_model",
     [
-        ("reproduce_table2.sh", ["oracle", "multr", "dla", "rem", "paird", "pal", "naive", "rand_multr", "eib_multr"],
+        ("table2", ["oracle", "multr", "dla", "rem", "paird", "pal", "naive", "rand_multr", "eib_multr"],
          [None], "cascade_eps0.1_ymax2.json"),
-        ("reproduce_budgets.sh", ["naive", "dla", "multr", "eib_multr"],
+        ("budgets", ["naive", "dla", "multr", "eib_multr"],
          ["sessions_per_query=1", "sessions_per_query=4", "sessions_per_query=16"], "cascade_eps0.1_ymax2.json"),
-        ("reproduce_pbm.sh", ["naive", "dla", "multr"], [None], "pbm_eta2_eps0.1_ymax2.json"),
+        ("pbm", ["naive", "dla", "multr"], [None], "pbm_eta2_eps0.1_ymax2.json"),
     ],
 )
-def test_mq2008_table_scripts_dry_run_list_their_runs(tmp_path, script, methods, variants, click_model):
+def test_mq2008_table_scripts_dry_run_list_their_runs(tmp_path, table, methods, variants, click_model):
     out = tmp_path / "out"
-    result = _dry_run(tmp_path, [os.path.join(REPO_ROOT, "example", script), str(tmp_path / "MQ2008"), str(out)],
-                      SEEDS="0 1 2", FOLDS="1 2 3 4 5", STEPS="20")
+    result = _dry_run(tmp_path, [sys.executable, MQ2008, "--table", table, "--data", str(tmp_path / "MQ2008"),
+                                 "--out", str(out), "--seeds", "0", "1", "2", "--folds", "1", "2", "3", "4", "5",
+                                 "--steps", "20"])
     assert "would run: python -m ultra_multr.data.prepare folds" in result.stdout
     assert not (out / "data").exists() and not (out / "runs").exists()  # a dry run prepares and trains nothing
     runs = expand_runs(load_config(str(out / "study.json")))
@@ -304,7 +306,7 @@ def test_mq2008_table_scripts_dry_run_list_their_runs(tmp_path, script, methods,
 
 
 def test_mq2008_study_config_of_the_readme_loads():
-    config = load_config(os.path.join(REPO_ROOT, "example", "mq2008_study.json"))
+    config = load_config(os.path.join(REPO_ROOT, "studies", "mq2008", "study.json"))
     runs = expand_runs(config)
     assert {r.info["method"] for r in runs} == {"oracle", "naive", "dla", "multr"}
     click_model = hparams(runs[0].settings["train_input_hparams"])["click_model_json"]
@@ -314,8 +316,8 @@ def test_mq2008_study_config_of_the_readme_loads():
 
 def test_small_data_script_cuts_training_queries_and_runs_multr_at_each_fixed_weight(tmp_path):
     out = tmp_path / "out"
-    result = _dry_run(tmp_path, [os.path.join(REPO_ROOT, "example", "reproduce_small.sh"), str(tmp_path / "MQ2008"),
-                                 str(out)], SEEDS="0", FOLDS="1 2", STEPS="20")
+    result = _dry_run(tmp_path, [sys.executable, MQ2008, "--table", "small", "--data", str(tmp_path / "MQ2008"),
+                                 "--out", str(out), "--seeds", "0", "--folds", "1", "2", "--steps", "20"])
     assert "--train-queries 30" in result.stdout
     runs = expand_runs(load_config(str(out / "study.json")))
     got = sorted((r.info["method"], r.info["variant"] or "", r.info["fold"]) for r in runs)
@@ -332,8 +334,8 @@ def test_small_data_script_cuts_training_queries_and_runs_multr_at_each_fixed_we
 
 def test_ablation_script_runs_each_ablation_beside_the_default_it_is_paired_with(tmp_path):
     out = tmp_path / "out"
-    _dry_run(tmp_path, [os.path.join(REPO_ROOT, "example", "reproduce_ablations.sh"), str(tmp_path / "MQ2008"),
-                        str(out)], SEEDS="0", FOLDS="1", STEPS="20")
+    _dry_run(tmp_path, [sys.executable, MQ2008, "--table", "ablations", "--data", str(tmp_path / "MQ2008"),
+                        "--out", str(out), "--seeds", "0", "--folds", "1", "--steps", "20"])
 
     def runs(name):
         found = expand_runs(load_config(str(out / name / "study.json")))
@@ -356,7 +358,7 @@ def test_multr_hparams_of_the_study_script_are_checked_at_the_edge(tmp_path):
     import subprocess
 
     result = subprocess.run(
-        [sys.executable, os.path.join(REPO_ROOT, "example", "reproduce_mq2008.py"), "--data", str(tmp_path),
+        [sys.executable, MQ2008, "--data", str(tmp_path),
          "--out", str(tmp_path / "out"), "--multr-hparams", "dr_weight_gaurd=none", "--dry-run"],
         capture_output=True, text=True, timeout=120,
     )
@@ -367,7 +369,7 @@ def test_multr_hparams_of_the_study_script_are_checked_at_the_edge(tmp_path):
 
 def test_generated_small_data_script_lists_its_runs_and_never_mixes_recipes(tmp_path, monkeypatch):
     out = tmp_path / "out"
-    _dry_run(tmp_path, [sys.executable, os.path.join(REPO_ROOT, "example", "reproduce_generated_small.py"), "--out",
+    _dry_run(tmp_path, [sys.executable, os.path.join(REPO_ROOT, "studies", "mq2008", "generated_small.py"), "--out",
                         str(out), "--datasets", "1", "2", "--seeds", "0"])
     assert not (out / "data").exists()  # a dry run generates nothing
     runs = expand_runs(load_config(str(out / "study.json")))
@@ -378,8 +380,8 @@ def test_generated_small_data_script_lists_its_runs_and_never_mixes_recipes(tmp_
     click_model = hparams(runs[0].settings["train_input_hparams"])["click_model_json"]
     assert click_model.endswith("cascade_eps0.1_ymax4.json")  # graded labels 0..4
     # The data: written once per recipe, kept when asked again, refused for another recipe.
-    monkeypatch.syspath_prepend(os.path.join(REPO_ROOT, "example"))
-    generated = importlib.import_module("reproduce_generated_small")
+    monkeypatch.syspath_prepend(os.path.join(REPO_ROOT, "studies", "mq2008"))
+    generated = importlib.import_module("generated_small")
     directory = str(tmp_path / "data" / "Fold1")
     recipe = {"seed": 1, "train_queries": 5, "features": 7}
     generated.write_dataset(directory, recipe)
@@ -395,7 +397,7 @@ def test_generated_small_data_script_lists_its_runs_and_never_mixes_recipes(tmp_
 
 
 def test_simulator_rerank_table_reads_each_report_and_summarises_the_gap_per_order(tmp_path):
-    spec = importlib.util.spec_from_file_location("srt", os.path.join(REPO_ROOT, "example", "simulator_rerank_table.py"))
+    spec = importlib.util.spec_from_file_location("srt", os.path.join(REPO_ROOT, "studies", "simulator", "rerank_table.py"))
     table_module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(table_module)
 

@@ -1,4 +1,4 @@
-"""The speed scripts (benchmark_step_time.py, profile_step.py) run and print every row docs/performance.md names."""
+"""The speed scripts (benchmarks/step_time.py, profile_step.py) run and print every row docs/performance.md names."""
 from __future__ import annotations
 
 import os
@@ -18,7 +18,7 @@ TINY = ["--batch-size", "8", "--features", "6", "--list-size", "5", "--warmup", 
 def run_script(name, *args):
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([REPO_ROOT, os.environ.get("PYTHONPATH", "")]))
     result = subprocess.run(
-        [sys.executable, os.path.join(REPO_ROOT, "example", name)] + TINY + list(args),
+        [sys.executable, os.path.join(REPO_ROOT, "benchmarks", name)] + TINY + list(args),
         capture_output=True, text=True, timeout=240, env=env, cwd=REPO_ROOT,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -26,7 +26,7 @@ def run_script(name, *args):
 
 
 def test_benchmark_prints_a_ratio_for_every_configuration():
-    out = run_script("benchmark_step_time.py", "--steps", "2", "--samples", "0", "2", "--expected-samples", "2")
+    out = run_script("step_time.py", "--steps", "2", "--samples", "0", "2", "--expected-samples", "2")
     rows = {name: (ms, ratio) for name, ms, ratio in re.findall(r"^\| (.+?) \| ([0-9.]+) \| ([0-9.]+) ", out, flags=re.M)}
     assert rows["DLA"][1] == "1.00"
     # each configuration measured (its time; a ratio printed with 2 decimals can round to 0.00 on a loaded machine)
@@ -48,7 +48,7 @@ def test_benchmark_scale_tiny_mode_prints_a_row_per_run_with_its_phases(tmp_path
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO_ROOT, os.environ.get("PYTHONPATH", "")]))
     out = tmp_path / "tiny"
     result = subprocess.run(
-        [sys.executable, os.path.join(REPO_ROOT, "example", "benchmark_scale.py"), "--tiny",
+        [sys.executable, os.path.join(REPO_ROOT, "benchmarks", "scale.py"), "--tiny",
          "--configs", "dla", "multr_expected", "--out", str(out)],
         capture_output=True, text=True, timeout=240, env=env, cwd=REPO_ROOT,
     )

@@ -1,8 +1,8 @@
-"""How much the Baidu study's trained rankers rank by the logging ranker's popularity feature (docs/baidu_study.md).
+"""How much the Baidu study's trained rankers rank by the logging ranker's popularity feature (studies/baidu/README.md).
 
-    python example/baidu_feature_reliance.py --study out/baidu_pbm_noisy [--study ...] --out example/results_baidu_study
+    python studies/baidu/feature_reliance.py --study out/baidu_pbm_noisy [--study ...] --out studies/baidu/results
 
-For every finished run of each study (``example/baidu_study.py``), on the annotated test queries: the mean
+For every finished run of each study (``studies/baidu/run.py``), on the annotated test queries: the mean
 within-query Pearson correlation of the ranker's scores with the popularity feature
 (:data:`ultra_multr.generate.baidu_log.LOGGER_FEATURE`, unrelated to the grade there) and with the grade, and nDCG@10
 with that feature as it is against with it set to its mean over the test documents (what ranking by it costs or
@@ -23,7 +23,7 @@ from typing import Dict, List
 
 import numpy as np
 
-from row_tables import markdown_lines, write_csv
+from ultra_multr.experiments.row_tables import markdown_lines, write_csv
 from ultra_multr.files import atomic_write_text
 from ultra_multr.experiments.aggregate import finished_run_dirs
 from ultra_multr.experiments.evaluate import load_ranker
@@ -84,7 +84,7 @@ def reliance(run_dir: str, data_dir: str) -> Dict[str, float]:
 
 def main(argv: List[str] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--study", action="append", required=True, help="a baidu_study.py --out folder (repeatable)")
+    parser.add_argument("--study", action="append", required=True, help="a studies/baidu/run.py --out folder (repeatable)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     rows, data_rows = [], []
@@ -102,7 +102,7 @@ def main(argv: List[str] = None) -> int:
     write_csv(os.path.join(args.out, "feature_reliance.csv"), rows)
     lines = ["Annotated test queries; mean over runs of the within-query Pearson correlation of the ranker's scores "
              "with the popularity feature (%s) and with the grade, and nDCG@10 as trained and with the popularity "
-             "feature set to its mean (`python example/baidu_feature_reliance.py %s`)."
+             "feature set to its mean (`python studies/baidu/feature_reliance.py %s`)."
              % (LOGGER_FEATURE, " ".join(sys.argv[1:]) if argv is None else " ".join(argv)), ""]
     lines += markdown_lines(rows)
     lines += ["", "Correlation of the popularity feature with the grade over the annotated documents, raw and after a "

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The Baidu-ULTR study on generated logs (issue 18, item 6; docs/baidu_study.md): four logs in the release's
+# The Baidu-ULTR study on generated logs (issue 18, item 6; studies/baidu/README.md): four logs in the release's
 # layout (one row per document), 100,000 training sessions each, and every method on the same logged sessions.
 #
-# Usage: example/reproduce_baidu.sh OUT_PREFIX       (the committed tables: example/reproduce_baidu.sh out/baidu)
+# Usage: studies/baidu/reproduce.sh OUT_PREFIX       (the committed tables: studies/baidu/reproduce.sh out/baidu)
 #   OUT_PREFIX_pbm            PBM clicks, features that nearly determine the grade, no logging confound
 #   OUT_PREFIX_pbm_bias2      PBM clicks, the logger also favours a popularity feature unrelated to relevance (B = 2)
 #   OUT_PREFIX_pbm_noisy      as pbm_bias2 with noisier relevance features (feature noise 4)
@@ -11,21 +11,21 @@
 #   OUT_PREFIX_pbm_noisy_nonorm  pbm_noisy's log, the rankers' DNN without its per-document layer normalisation
 # then the reader's ingest rate on pbm's 100,000 sessions.  Environment: SEEDS (default "0 1 2").
 # Resumable: run it again after an interruption and it skips the finished runs (each log is written once).
-# The tables go to example/results_baidu_study/<log>/ (baidu_metrics.md and .json, sessions.md, diagnostics.md,
-# failed.md, the log's recipe), example/results_baidu_study/feature_reliance.md (how much each ranker ranks by the popularity
-# feature) and example/results_baidu_study/ingest_100k.md.
+# The tables go to studies/baidu/results/<log>/ (baidu_metrics.md and .json, sessions.md, diagnostics.md,
+# failed.md, the log's recipe), studies/baidu/results/feature_reliance.md (how much each ranker ranks by the popularity
+# feature) and studies/baidu/results/ingest_100k.md (benchmarks/baidu_ingest_rate.py).
 set -euo pipefail
 if [ $# -ne 1 ]; then echo "usage: $0 OUT_PREFIX" >&2; exit 2; fi
 OUT=$1
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-RESULTS=$HERE/results_baidu_study
-study() {  # NAME, then baidu_study.py flags
+RESULTS=$HERE/results
+study() {  # NAME, then run.py flags
   local name=$1
   shift
   # shellcheck disable=SC2086  # SEEDS is a list
   # a study with failed runs still reports the finished ones (and lists the failures in failed.md)
-  python "$HERE/baidu_study.py" --out "${OUT}_$name" --seeds ${SEEDS:-0 1 2} "$@" \
-    || echo "reproduce_baidu.sh: $name has failed runs, see $RESULTS/$name/failed.md" >&2
+  python "$HERE/run.py" --out "${OUT}_$name" --seeds ${SEEDS:-0 1 2} "$@" \
+    || echo "reproduce.sh: $name has failed runs, see $RESULTS/$name/failed.md" >&2
   mkdir -p "$RESULTS/$name"
   for table in baidu_metrics.md baidu_metrics.json sessions.md diagnostics.md failed.md; do
     cp "${OUT}_$name/results/$table" "$RESULTS/$name/$table"
@@ -38,9 +38,9 @@ study pbm_noisy --click-model pbm --logger-bias 2 --feature-noise 4
 study cascade_noisy --click-model cascade --logger-bias 2 --feature-noise 4
 study pbm_det --click-model pbm --logger-bias 2 --feature-noise 4 --logger-noise 0.3 --seeds 0
 study pbm_noisy_nonorm --click-model pbm --logger-bias 2 --feature-noise 4 --ranker-norm none
-python "$HERE/baidu_feature_reliance.py" --out "$RESULTS" \
+python "$HERE/feature_reliance.py" --out "$RESULTS" \
   --study "${OUT}_pbm" --study "${OUT}_pbm_bias2" --study "${OUT}_pbm_noisy" --study "${OUT}_cascade_noisy" --study "${OUT}_pbm_det" \
   --study "${OUT}_pbm_noisy_nonorm"
-python "$HERE/baidu_ingest_rate.py" --out "${OUT}_ingest_100k" --log_files "${OUT}_pbm/log/parts/part-1_split-*.feather"
+python "$HERE/../../benchmarks/baidu_ingest_rate.py" --out "${OUT}_ingest_100k" --log_files "${OUT}_pbm/log/parts/part-1_split-*.feather"
 cp "${OUT}_ingest_100k/ingest.md" "$RESULTS/ingest_100k.md"
 cp "${OUT}_ingest_100k/ingest.csv" "$RESULTS/ingest_100k.csv"

@@ -1,10 +1,10 @@
 """MULTR against Naive, IPS, DLA and PAL on a generated log in the Baidu-ULTR schema (issue 18, item 6).
 
-    python example/baidu_study.py --out out/baidu_pbm --click-model pbm [--sessions 100000] [--queries 2000]
+    python studies/baidu/run.py --out out/baidu_pbm --click-model pbm [--sessions 100000] [--queries 2000]
         [--annotated 1000] [--logger-bias 0] [--feature-noise 1] [--logger-noise 1] [--logger grade]
         [--missing-doc-prob 0] [--seeds 0 1 2]
         [--steps 500] [--ranker-norm layer] [--standardize on] [--workers 2] [--dry-run]
-    python example/baidu_study.py --out out/baidu_ultr --log-dir baidu-ultr_uva-mlm-ctr [--seeds ...] [--steps ...]
+    python studies/baidu/run.py --out out/baidu_ultr --log-dir baidu-ultr_uva-mlm-ctr [--seeds ...] [--steps ...]
 
 With ``--log-dir`` the study reads a log already in the release's layout (the real Baidu-ULTR files:
 ``parts/part-{1,2,3}_split-*.feather`` for training, ``parts/part-0_split-0.feather`` held out,
@@ -29,7 +29,7 @@ propensities); the rest is the same.
    recipe; another recipe in the same ``--out`` is refused.
 2. ``python -m ultra_multr.click_logs.baidu_convert`` into ``<out>/data`` (lexical features; with ``--standardize on``,
    the default since issue 27, standardised per feature with statistics fitted on the training files, which the
-   feed applies too; the committed tables of docs/baidu_study.md were computed before, without it).
+   feed applies too; the committed tables of studies/baidu/README.md were computed before, without it).
 3. The study runner on that directory, every method on the same logged sessions (the fair protocol's
    same clicks: the log is fixed) with the session-replay feed
    (:class:`ultra_multr.feeds.baidu.BaiduSessionFeed`) and the same ranker, steps and batch size:
@@ -297,7 +297,7 @@ def main(argv=None) -> int:
                              "document's features across them; none leaves them as they are")
     parser.add_argument("--standardize", choices=["on", "off"], default="on",
                         help="per-feature standardisation fitted on the training log (issue 27; the committed "
-                             "tables of docs/baidu_study.md were computed before it existed, i.e. off)")
+                             "tables of studies/baidu/README.md were computed before it existed, i.e. off)")
     parser.add_argument("--log-dir", help="a log in the release's layout (DIR/parts/...) to read instead of generating one")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--dry-run", action="store_true")

@@ -7,7 +7,7 @@
 
 1. A small generated log in the Baidu-ULTR release's layout (:func:`ultra_multr.generate.baidu_log.write_baidu_log`)
    with the recipe of the study's ``pbm_noisy_nonorm`` log, scaled down: PBM clicks (examination 1/rank),
-   ``logger_bias`` 2, ``feature_noise`` 4 (docs/baidu_study.md).
+   ``logger_bias`` 2, ``feature_noise`` 4 (studies/baidu/README.md).
 2. Converted twice (``ultra-multr-baidu-convert``): ``--no_standardize`` (raw) and by default (standardised, the
    statistics fitted on the training files).
 3. main.py trains DLA and MULTR at each of ``--learning-rates`` (0.05 is the study's) on each, the ranker ULTRA's DNN

@@ -5,17 +5,17 @@ gain: the Oracle (trained on the true labels) must be significantly above DLA
 (p <= 0.01) before MULTR is compared with anything.  This script runs that
 check on generated lists::
 
-    python example/reproduce_headroom.py --out out/headroom [--datasets 1 2 3] [--seeds 0 1]
+    python studies/headroom/run.py --out out/headroom [--datasets 1 2 3] [--seeds 0 1]
         [--train-queries 1000] [--valid-queries 100] [--test-queries 1000] [--features 46]
         [--docs-per-query 6 10] [--initial-noise 2.0] [--signal 1.0] [--no-ranker-feature] [--steps 500]
         [--click-model settings/click_models/cascade_eps0.1_ymax4.json] [--multr] [--workers 2] [--threads N]
         [--dry-run]
 
-``example/reproduce_headroom.sh`` runs it and copies the tables to
-``example/results_headroom/``.
+``studies/headroom/reproduce.sh`` runs it and copies the tables to
+``studies/headroom/results/``.
 
 1. Per ``--datasets`` value k, a generated ULTRA data directory
-   ``<out>/data/Fold<k>`` (the recipe of ``reproduce_generated_small.py``:
+   ``<out>/data/Fold<k>`` (the recipe of ``studies/mq2008/generated_small.py``:
    graded labels 0-4) with ``--train-queries`` training queries, lists of
    at most 10 documents (so training, which sees the top 10, and evaluation
    see the same lists), a weak initial ranker (``--initial-noise``: the std
@@ -26,8 +26,8 @@ check on generated lists::
    relevant, which is what debiasing has to undo.  Without it the features
    are independent of the position given the label, position bias changes
    nothing a ranker can learn, and Oracle, DLA and Naive come out level
-   (``example/results_headroom/exploration.md``).
-2. The MQ2008 study's runner config (``reproduce_mq2008.py``) on those
+   (``studies/headroom/results/exploration.md``).
+2. The MQ2008 study's runner config (:mod:`ultra_multr.experiments.fold_study`) on those
    directories: cascade clicks (strong position bias: a user stops at the
    first click), fresh clicks every step, Naive, DLA, the Oracle (true
    labels) and the Oracle on unbiased clicks (Naive on clicks of the same
@@ -65,14 +65,16 @@ import sys
 
 import numpy as np
 
-import reproduce_generated_small as generated
-import reproduce_mq2008 as study
-
 from ultra_multr.files import atomic_write_text
 from ultra_multr.experiments import budget, compare, diagnostics
+from ultra_multr.experiments.fold_study import study_config
 from ultra_multr.experiments.runner import cli as runner
 from ultra_multr.experiments.aggregate import METRICS, collect_runs
 from ultra_multr.experiments.significance import randomization_test
+from ultra_multr.generate.ultra_dataset import write_recipe_dataset
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CASCADE_4 = os.path.join(REPO, "settings", "click_models", "cascade_eps0.1_ymax4.json")
 
 #: The Oracle as a tested row: the runner's table then gives its p against the best baseline.
 HEADROOM_ORACLE = {
@@ -83,7 +85,7 @@ HEADROOM_ORACLE = {
 }
 #: Naive on clicks from the click model's click probabilities with every position examined: the same
 #: click noise without position bias, so its gap to DLA is what debiasing can recover.
-UNBIASED_4 = os.path.join(study.REPO, "settings", "click_models", "pbm_eta0_eps0.1_ymax4.json")
+UNBIASED_4 = os.path.join(REPO, "settings", "click_models", "pbm_eta0_eps0.1_ymax4.json")
 HEADROOM_ORACLE["oracle_clicks"] = {
     "label": "Oracle (unbiased clicks)", "role": "multr", "learning_algorithm": "ultra_multr.Naive",
 }
@@ -212,7 +214,7 @@ def main(argv=None) -> int:
         help="the initial ranker's noise is a feature (a non-relevant feature that clicks make look relevant)",
     )
     parser.add_argument("--steps", type=int, default=500)
-    parser.add_argument("--click-model", default=generated.CASCADE_4)
+    parser.add_argument("--click-model", default=CASCADE_4)
     parser.add_argument(
         "--multr", action="store_true", help="also MULTR (randomized form) with its variants and simulator controls, DLA, PAL and Naive tuned equally"
     )
@@ -252,7 +254,7 @@ def main(argv=None) -> int:
         # committed grid ran; the default is now the paper's mixture, the row "paper + rebalance")
         multr_hparams={"rerank_weight": "randomized"},
     )
-    config = study.study_config(config_args, data_root)
+    config = study_config(config_args, data_root)
     config["datasets"] = {"generated": config["datasets"]["mq2008"]}
     config["extra_methods"] = HEADROOM_ORACLE
     # the unbiased-click Oracle's click model must win over the shared settings' one
@@ -269,7 +271,7 @@ def main(argv=None) -> int:
                 "initial_noise": args.initial_noise, "signal": args.signal,
                 "ranker_feature": args.ranker_feature, "docs_per_query": list(args.docs_per_query),
             }
-            generated.write_dataset(os.path.join(data_root, "Fold%d" % k), recipe)
+            write_recipe_dataset(os.path.join(data_root, "Fold%d" % k), recipe)
     config_path = os.path.join(out, "study.json")
     atomic_write_text(config_path, json.dumps(config, indent=2) + "\n")
     runner_argv = [config_path, "--workers", str(args.workers)] + (["--threads", str(args.threads)] if args.threads else [])

@@ -1,11 +1,11 @@
 """Small data on generated lists: when does MULTR's imputed re-ranked term help, and when does it hurt?
 
-The MQ2008 small-data table (``reproduce_small.sh``) cuts real folds to 30
+The MQ2008 small-data table (``run.py --table small``) cuts real folds to 30
 training queries.  This script asks the same question on lists anyone can
 generate, with many features and graded labels, as the small LETOR set of
 issue 8 had::
 
-    python example/reproduce_generated_small.py --out out/generated [--datasets 1 2] [--seeds 0 1 2]
+    python studies/mq2008/generated_small.py --out out/generated [--datasets 1 2] [--seeds 0 1 2]
         [--train-queries 30] [--features 136] [--steps 1000] [--workers 2] [--dry-run]
 
 1. Per ``--datasets`` value k, a generated ULTRA data directory
@@ -15,7 +15,7 @@ issue 8 had::
    ranking a noisy version of the relevance; ``--train-queries`` training,
    30 validation and 200 test queries.  A directory already written with the
    same recipe is kept; one written with another is an error.
-2. The MQ2008 study's runner config (``reproduce_mq2008.py``) on those
+2. The MQ2008 study's runner config (:mod:`ultra_multr.experiments.fold_study`) on those
    directories: cascade clicks with noise 0.1 for labels 0..4, DLA, MULTR
    (``rerank_weight=auto``) and MULTR at the fixed weights ``paper`` and ``0``.
 3. The runner (resumable) and, per fixed weight, the per-query paired table
@@ -28,14 +28,13 @@ import json
 import os
 import sys
 
-import reproduce_mq2008 as study  # this folder's study script: the same runner config
-
 from ultra_multr.generate.ultra_dataset import RECIPE_FILE, write_recipe_dataset  # noqa: F401 (RECIPE_FILE: re-exported)
 from ultra_multr.files import atomic_write_text
-from ultra_multr.experiments import compare
+from ultra_multr.experiments.fold_study import rerank_weight_tables, study_config
 from ultra_multr.experiments.runner import cli as runner
 
-CASCADE_4 = os.path.join(study.REPO, "settings", "click_models", "cascade_eps0.1_ymax4.json")
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CASCADE_4 = os.path.join(REPO, "settings", "click_models", "cascade_eps0.1_ymax4.json")
 
 
 #: The data directory of a recipe (moved to the package, where studies/ can reuse it).
@@ -63,7 +62,7 @@ def main(argv=None) -> int:
         methods=["dla", "multr"], budgets=[], no_fresh=False, rerank_weights=["paper", "0"], sweep=[],
         multr_hparams={"rerank_weight": "auto"},  # the base row is the pilot's choice (no longer the default)
     )
-    config = study.study_config(config_args, data_root)
+    config = study_config(config_args, data_root)
     config["datasets"] = {"generated": config["datasets"]["mq2008"]}
     if not args.dry_run:
         for k in args.datasets:
@@ -75,13 +74,7 @@ def main(argv=None) -> int:
     code = runner.main(runner_argv + (["--dry-run"] if args.dry_run else []))
     if args.dry_run or code:
         return code
-    for weight in ("paper", "0"):
-        code = compare.main([
-            os.path.join(out, "runs"), os.path.join(out, "runs"), "--variant-before", "rerank_weight=%s" % weight,
-            "--label-before", "MULTR a=%s" % weight, "--label-after", "MULTR auto",
-            "--out", os.path.join(out, "results", "rerank_weight_%s.md" % weight),
-        ]) or code
-    return code
+    return rerank_weight_tables(out)
 
 
 if __name__ == "__main__":

@@ -2,19 +2,22 @@
 
 Usage::
 
-    python example/reproduce_mq2008.py --data ../shared/data/MQ2008 --out out/mq2008
+    python studies/mq2008/run.py --data ../shared/data/MQ2008 --out out/mq2008
+        [--table table2|budgets|pbm|small|ablations]
         [--folds 1] [--steps 1000] [--seeds 0] [--workers 2] [--threads N] [--budgets 1 4 16]
         [--methods oracle naive dla multr rand_multr eib_multr] [--sweep 0 2 4 8 16 32]
         [--click-model settings/click_models/cascade_eps0.1_ymax2.json] [--no-fresh] [--dry-run]
-        [--train-queries 30] [--rerank-weights paper 0]
+        [--train-queries 30] [--rerank-weights paper 0] [--multr-hparams NAME=VALUE,...]
 
-The paper's tables, one script each (``DATA_DIR OUT_DIR [flags]``; environment
-SEEDS, STEPS, WORKERS, FOLDS): ``example/reproduce_table2.sh`` (fresh cascade
-clicks, the nine Table-2 methods, five folds), ``example/reproduce_budgets.sh``
-(fixed logs of K = 1, 4, 16 sessions per query) and
-``example/reproduce_pbm.sh`` (position-based clicks, eta = 2) and
-``example/reproduce_small.sh`` (30 training queries: when the re-ranked term
-helps and when it hurts).
+``--table NAME`` runs one table of the study's page (``studies/mq2008/README.md``): five folds and three
+seeds, and that table's methods, clicks and variants (flags given beside it win over the table's):
+``table2`` (fresh cascade clicks, the nine Table-2 methods), ``budgets`` (fixed logs of K = 1, 4, 16
+sessions per query), ``pbm`` (position-based clicks, eta = 2), ``small`` (30 training queries: DLA, MULTR
+with ``rerank_weight=auto`` and at the fixed weights paper and 0, then the paired tables
+``<out>/results/rerank_weight_<a>.md``) and ``ablations`` (``dr_weight_guard=none`` and
+``simulator_eval_every=25`` each beside the default, in ``<out>/default``, ``<out>/guard_none`` and
+``<out>/eval_every_25``, paired per test query in ``<out>/guard.md`` and
+``<out>/k4_simulator_eval_every.md``).
 
 1. prepares the LETOR partitions into ULTRA data directories (five-fold
    rotation, Rank SVM on 1% of the training queries, at least 20; skipped
@@ -49,80 +52,35 @@ import sys
 
 from ultra_multr.data import prepare
 from ultra_multr.files import atomic_write_text
-from ultra_multr.experiments import diagnostics
+from ultra_multr.experiments import compare, diagnostics
+from ultra_multr.experiments.fold_study import rerank_weight_tables, study_config
 from ultra_multr.experiments.runner import cli as runner
 from ultra_multr.files import JsonFileError, read_json
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CASCADE = os.path.join(REPO, "settings", "click_models", "cascade_eps0.1_ymax2.json")
 
-
-def study_config(args, data_root: str) -> dict:
-    folds = {"Fold%d" % k: os.path.join(data_root, "Fold%d" % k) for k in args.folds}
-    if args.no_fresh and not args.budgets:
-        raise SystemExit("--no-fresh runs only the fixed logs: give --budgets K ...")
-    # Oracle ignores clicks and Rand-MULTR is an ablation: budgets run the rest.
-    budget_methods = [m for m in args.methods if m not in ("oracle", "rand_multr")]
-    sweeps = []
-    if args.budgets:
-        sweeps.append(
-            {
-                "name": "K",
-                "methods": budget_methods,
-                "section": "train_input_hparams",
-                "parameter": "sessions_per_query",
-                "values": list(args.budgets),
-                "overrides": {"train_input_feed": "ultra_multr.feeds.ClickLogFeed"},
-            }
-        )
-    if args.rerank_weights:
-        sweeps.append(
-            {
-                "name": "rerank_weight",
-                "methods": ["multr"],
-                "section": "learning_algorithm_hparams",
-                "parameter": "rerank_weight",
-                "values": list(args.rerank_weights),
-            }
-        )
-    if args.sweep:
-        sweeps.append(
-            {
-                "name": "sample_num",
-                "methods": ["multr"],
-                "section": "learning_algorithm_hparams",
-                "parameter": "sample_num",
-                "values": list(args.sweep),
-                "folds": ["Fold%d" % args.folds[0]],
-            }
-        )
-    return {
-        "output_dir": os.path.abspath(args.out),
-        "datasets": {"mq2008": folds},
-        "methods": [] if args.no_fresh else list(args.methods),
-        "seeds": list(args.seeds),
-        "settings": {
-            "train_input_hparams": {"click_model_json": os.path.abspath(args.click_model)},
-            "ranking_model_hparams": {"hidden_layer_sizes": [512, 256, 128]},
-            "learning_algorithm_hparams": {"learning_rate": 0.05, "log_every": 500},
-        },
-        "method_overrides": {
-            name: {
-                "learning_algorithm_hparams": dict(
-                    {"simulator_steps": args.steps, "simulator_log_every": 500}, **args.multr_hparams
-                )
-            }
-            for name in ("multr", "eib_multr")
-            if name in args.methods
-        },
-        "main_args": {
-            "batch_size": 256,
-            "max_train_iteration": args.steps,
-            "steps_per_checkpoint": 100,
-            "selection_bias_cutoff": 10,
-        },
-        "sweeps": sweeps,
-    }
+#: The tables of the study's page: flag defaults over the script's own (the flags given win over them).
+TABLES = {
+    "table2": {"methods": ["oracle", "multr", "dla", "rem", "paird", "pal", "naive", "rand_multr", "eib_multr"],
+               "budgets": [], "sweep": []},
+    "budgets": {"methods": ["naive", "dla", "multr", "eib_multr"], "budgets": [1, 4, 16], "no_fresh": True,
+                "sweep": []},
+    "pbm": {"click_model": os.path.join(REPO, "settings", "click_models", "pbm_eta2_eps0.1_ymax2.json"),
+            "methods": ["naive", "dla", "multr"], "budgets": [], "sweep": []},
+    "small": {"train_queries": 30, "methods": ["dla", "multr"], "budgets": [], "sweep": [],
+              "rerank_weights": ["paper", "0"], "multr_hparams": {"rerank_weight": "auto"}},
+    "ablations": {"sweep": []},
+}
+#: Every table: five folds, three seeds.
+TABLE_DEFAULTS = {"folds": [1, 2, 3, 4, 5], "seeds": [0, 1, 2]}
+#: ``--table ablations``: (sub-folder of --out, flags) of its three studies; the flags given win over these.
+ABLATIONS = [
+    ("default", ["--methods", "dla", "multr", "--budgets", "4"]),
+    ("guard_none", ["--methods", "multr", "--budgets", "--multr-hparams", "dr_weight_guard=none"]),
+    ("eval_every_25", ["--methods", "multr", "--budgets", "4", "--no-fresh",
+                       "--multr-hparams", "simulator_eval_every=25"]),
+]
 
 
 def needs_preparation(data_root: str, folds, options: prepare.PrepareOptions) -> list:
@@ -169,6 +127,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, help="folder with MQ2008's S1.txt ... S5.txt")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--table", choices=sorted(TABLES), help="one table of the study's page (see above)")
     parser.add_argument("--folds", type=int, nargs="+", default=[1])
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
@@ -193,6 +152,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="MULTR's (and EIB-MULTR's) hyper-parameters besides the defaults, e.g. 'dr_weight_guard=none' "
         "(an ablation: give it its own --out)",
     )
+    table = parser.parse_known_args(argv)[0].table
+    if table:
+        parser.set_defaults(**TABLE_DEFAULTS, **TABLES[table])
     args = parser.parse_args(argv)
     if not os.path.isfile(args.click_model):
         parser.error("--click-model %s does not exist" % args.click_model)
@@ -203,8 +165,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def run_study(args: argparse.Namespace) -> int:
+    """Prepare, run and tabulate one study (one --out)."""
     out = os.path.abspath(args.out)
     data_root = os.path.join(out, "data")
     options = prepare.PrepareOptions(train_queries=args.train_queries)
@@ -231,6 +193,33 @@ def main(argv=None) -> int:
         with open(summary) as handle:
             print("\n" + handle.read())
     return code
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(argv)
+    if args.table != "ablations":
+        code = run_study(args)
+        if args.table == "small" and not args.dry_run and not code:
+            code = rerank_weight_tables(os.path.abspath(args.out))
+        return code
+    out = os.path.abspath(args.out)
+    for name, flags in ABLATIONS:
+        code = run_study(parse_args(flags + argv + ["--out", os.path.join(out, name)]))
+        if code:
+            return code
+    if args.dry_run:
+        return 0
+    runs = {name: os.path.join(out, name, "runs") for name, _ in ABLATIONS}
+    return compare.main([
+        runs["guard_none"], runs["default"], "--method", "multr", "--against", "dla",
+        "--label-before", "guard none", "--label-after", "guard clip", "--out", os.path.join(out, "guard.md"),
+    ]) or compare.main([
+        runs["eval_every_25"], runs["default"], "--method", "multr", "--against", "dla",
+        "--variant-before", "sessions_per_query=4", "--variant-after", "sessions_per_query=4",
+        "--label-before", "MULTR simulator_eval_every=25", "--label-after", "MULTR default (250)",
+        "--out", os.path.join(out, "k4_simulator_eval_every.md"),
+    ])
 
 
 if __name__ == "__main__":

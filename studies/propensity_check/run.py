@@ -2,7 +2,7 @@
 
 Usage::
 
-    nice -n 10 python example/propensity_check.py --out example/results_propensity \\
+    nice -n 10 python studies/propensity_check/run.py --out studies/propensity_check/results \\
         [--queries 100] [--sessions 50000] [--steps 300] [--simulator-steps 200] [--pilot-steps 50] [--seed 0]
 
 1. Generates a click log (:func:`ultra_multr.generate.ultre_log.pbm_session_log`):
@@ -33,7 +33,7 @@ from ultra_multr.click_logs.propensity_check import (
 )
 from ultra_multr.generate.ultre_log import pbm_session_log, write_ultre_dataset
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 METHODS = {
     "DLA": ("ultra_multr.DLA", ""),
@@ -77,7 +77,7 @@ def train(method: str, data_dir: str, out: str, args: argparse.Namespace) -> str
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=os.path.join(REPO, "example", "results_propensity"))
+    parser.add_argument("--out", default=os.path.join(REPO, "studies", "propensity_check", "results"))
     parser.add_argument("--work", help="generated data and the runs (default: <out>/work)")
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--sessions", type=int, default=50000)
@@ -99,7 +99,7 @@ def main(argv=None) -> int:
             "examination 1/k and click probability %s by label 0-4 (seed %d). DLA and MULTR: %d ranker steps of "
             "256 sessions through main.py (MULTR: %d simulator steps, rerank_weight=auto with a %d-step pilot); their last "
             "logged propensity curve. "
-            "All curves relative to position 1. Command: `nice -n 10 python example/propensity_check.py --queries %d "
+            "All curves relative to position 1. Command: `nice -n 10 python studies/propensity_check/run.py --queries %d "
             "--sessions %d --steps %d --simulator-steps %d --pilot-steps %d --seed %d`."
             % (args.queries, args.sessions, log.n_positions, "[%s]" % ", ".join("%g" % p for p in log.click_prob), args.seed, args.steps,
                args.simulator_steps, args.pilot_steps, args.queries, args.sessions, args.steps, args.simulator_steps,

@@ -6,7 +6,7 @@ inverse relevance (``relevance_weights = propensity_weights(scores)`` in
 softmax probabilities), and MULTR reuses that loss, so the propensity curve
 depends on the ranker that MULTR's doubly-robust loss trains.  This study trains
 DLA and MULTR variants on the same generated "headroom" list set
-(``example/reproduce_headroom.py``'s recipe and runner settings), with the same
+(``studies/headroom/run.py``'s recipe and runner settings), with the same
 seed and click budget, and writes the learned inverse propensities beside the
 evidence for the cause, measured on the training lists from each run's final
 ranker::
@@ -76,7 +76,7 @@ from ultra_multr.experiments.aggregate import finished_run_dirs
 from ultra_multr.experiments.runner.runs import SETTINGS_FILE
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-#: reproduce_headroom.py's click model: cascade, noise 0.1, labels 0..4.
+#: studies/headroom/run.py's click model: cascade, noise 0.1, labels 0..4.
 CASCADE_4 = os.path.join(REPO, "settings", "click_models", "cascade_eps0.1_ymax4.json")
 #: (method, label, hparams) run without --variant: DLA; MULTR's default (the paper's mixture, rebalance guard), its
 #: randomized form (the headroom grid's row), a = 0 and the click model that made the clicks as its simulator; DLA and MULTR with a 5x smaller ranker step (the
@@ -94,7 +94,7 @@ DEFAULT_VARIANTS: Tuple[Tuple[str, str, str], ...] = (
     ("multr", "loss_x0.25", "ranker_loss_weight=0.25"),
     ("multr", "maxw10", "max_propensity_weight=10"),
 )
-#: The study's settings (reproduce_headroom.py's, i.e. reproduce_mq2008.study_config's).
+#: The study's settings (studies/headroom/run.py's, i.e. ultra_multr.experiments.fold_study's).
 RANKING_MODEL = {"hidden_layer_sizes": [512, 256, 128]}
 SHARED_HPARAMS = {"learning_rate": 0.05, "log_every": 100}
 MULTR_HPARAMS = {"simulator_log_every": 500}
@@ -154,7 +154,7 @@ def split_name(name: str) -> Tuple[str, str]:
 
 
 def headroom_recipe(seed: int, args) -> dict:
-    """reproduce_headroom.py's recipe of generated set ``seed`` (same keys, so the same data for the same values)."""
+    """studies/headroom/run.py's recipe of generated set ``seed`` (same keys, so the same data for the same values)."""
     return {
         "seed": seed, "train_queries": args.train_queries, "features": args.features,
         "valid_queries": args.valid_queries, "test_queries": args.test_queries,

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The MULTR simulator on logged vs uniformly random orders (example/results_mq2008/simulator_rerank.md): scores the
+# The MULTR simulator on logged vs uniformly random orders (studies/simulator/results/simulator_rerank.md): scores the
 # seed-0 simulators of the small-data and Table 2 studies with simulator_report, held-out sessions in each order.
-# Usage: example/reproduce_simulator_rerank.sh SMALL_OUT TABLE2_OUT OUT_DIR
-#   SMALL_OUT / TABLE2_OUT: the OUT_DIRs of example/reproduce_small.sh and example/reproduce_table2.sh (finished);
+# Usage: studies/simulator/rerank.sh SMALL_OUT TABLE2_OUT OUT_DIR
+#   SMALL_OUT / TABLE2_OUT: the --out folders of studies/mq2008/run.py --table small and --table table2 (finished);
 #   environment: FOLDS (default "1 2 3 4 5"), SESSIONS (20000 training and held-out sessions).
 set -euo pipefail
 if [ $# -ne 3 ]; then echo "usage: $0 SMALL_OUT TABLE2_OUT OUT_DIR" >&2; exit 2; fi
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-CLICKS="$HERE/../settings/click_models/cascade_eps0.1_ymax2.json"
+CLICKS="$HERE/../../settings/click_models/cascade_eps0.1_ymax2.json"
 mkdir -p "$3"
 for PAIR in "small:$1" "full:$2"; do
   NAME=${PAIR%%:*} STUDY=${PAIR#*:}
@@ -20,6 +20,6 @@ for PAIR in "small:$1" "full:$2"; do
     done
   done
 done
-python "$HERE/simulator_rerank_table.py" "$3" > "$3/simulator_rerank.md.tmp"
+python "$HERE/rerank_table.py" "$3" > "$3/simulator_rerank.md.tmp"
 mv "$3/simulator_rerank.md.tmp" "$3/simulator_rerank.md"
 cat "$3/simulator_rerank.md"

@@ -2,10 +2,10 @@
 
 Usage::
 
-    python example/simulator_rerank_table.py REPORTS_DIR > table.md
+    python studies/simulator/rerank_table.py REPORTS_DIR > table.md
 
 ``REPORTS_DIR`` holds ``<data>_Fold<k>_<order>/simulator_report.json`` as
-``example/reproduce_simulator_rerank.sh`` writes them.  One row per report
+``studies/simulator/rerank.sh`` writes them.  One row per report
 (held-out log-likelihood of the true model and the simulator, perplexity gap
 above the true model of the simulator, the fitted PBM and cascade), then the
 simulator's mean gap per (data, order) with its range over folds.

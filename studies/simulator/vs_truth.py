@@ -1,6 +1,6 @@
 """A trained MULTR simulator against the click model that made its clicks (issue 17: case iii measured).
 
-    python example/simulator_vs_truth.py --data_dir DIR --click_model JSON --out OUT.md \\
+    python studies/simulator/vs_truth.py --data_dir DIR --click_model JSON --out OUT.md \\
         RUN_DIR [RUN_DIR ...] [--samples 256] [--list_size 10]
 
 For each run folder (a finished MULTR run of the study runner, its simulator at
@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     truth = TrueClickModelSimulator(load_click_model_file(args.click_model).model, arrays.features[rows],
                                     arrays.labels[arrays.mask], args.list_size)
     lines = ["Trained MULTR simulators against the click model that made their clicks, on the %d training lists of "
-             "`%s` (`%s`, %d Monte-Carlo sessions per list and order type; made by `example/simulator_vs_truth.py`)."
+             "`%s` (`%s`, %d Monte-Carlo sessions per list and order type; made by `studies/simulator/vs_truth.py`)."
              % (arrays.n_queries, args.data_dir, os.path.basename(args.click_model), args.samples), "",
              "**Logged order**: the simulator's mean expected click per position divided by the truth's (1.000: "
              "its examination curve is right there).", "",

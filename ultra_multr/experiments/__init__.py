@@ -14,4 +14,7 @@ ones stay usable without torch or ULTRA):
   :mod:`.execute` (one run; a step's stderr through :mod:`.stderr_copy`), :mod:`.executors` (local pool or
   submitit: SLURM, submitit-local, debug) and :mod:`.slurm_config` (the SLURM job array's resources)
 * :mod:`.aggregate` -- Table 2 style tables, significance markers, Figure 3
+* :mod:`.fold_study` -- the runner config of the studies on folds (MQ2008, generated sets)
+* :mod:`.row_tables` -- rows of dicts as CSV and Markdown
+* :mod:`.step_inputs` -- the random batch and settings of the step benchmarks
 """

@@ -1,7 +1,7 @@
 """Rows of dicts (one column per key, the first row's keys) as an atomically written CSV and a Markdown table.
 
-Shared by the example scripts that report one measurement per row (``baidu_ingest_rate.py``,
-``baidu_feature_reliance.py``).
+Shared by the scripts that report one measurement per row (``benchmarks/baidu_ingest_rate.py``,
+``studies/baidu/feature_reliance.py``).
 """
 from __future__ import annotations
 
