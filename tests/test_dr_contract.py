@@ -7,7 +7,7 @@ Raw_data, our ClickSimulationFeed with position-based clicks, examination
 propensities are set, batches come from MULTR's own training feed (lists
 without a click dropped) and the weights are read where
 ``MULTR.training_loss`` hands them to the listwise loss.  The randomisation
-target is T_d = mean_k(e_k) r_d (docs/estimator_targets.md).
+target is T_d = mean_k(e_k) r_d (studies/estimator_targets/README.md).
 """
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def test_the_papers_form_misses_the_target_with_wrong_relevance_and_exact_propen
 
 
 def test_monte_carlo_through_multr_agrees_with_the_closed_form(one_query):
-    """The closed forms of docs/estimator_targets.md describe what MULTR computes (paper's form, case ii)."""
+    """The closed forms of studies/estimator_targets/README.md describe what MULTR computes (paper's form, case ii)."""
     mean, se, _ = measured(one_query, PAPER, "wrong relevance, exact propensities")
     setting = et.Setting("paper", "mixture", 8 / 9, "dr", "none", "expected")
     closed = et.expected_weights(setting, CASES["wrong relevance, exact propensities"], 8)
@@ -131,7 +131,7 @@ def test_the_authors_code_settings_file_differs_from_the_papers_in_the_loss_alon
 
 def test_the_default_is_the_papers_mixture_with_the_rebalance_guard_and_the_randomized_form_a_settings_file():
     """MULTR's defaults: Eq. dr_loss's mixture at a = S / (S + 1), expected imputation, the rebalance guard
-    (docs/estimator_targets.md); the randomized form is settings/multr_randomized.json."""
+    (studies/estimator_targets/README.md); the randomized form is settings/multr_randomized.json."""
     config = parse_hparams(MULTRConfig, "")
     assert (config.rerank_weight, config.imputation, config.dr_weight_guard, config.variant, config.dr_normalization,
             config.propensity_ranker) == ("paper", "expected", "rebalance", "dr", "batch_weight", "dla")

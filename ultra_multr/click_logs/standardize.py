@@ -5,7 +5,7 @@ means and spreads that differ by feature (BM25 scores near 0-3, lengths near
 3-7).  ULTRA's DNN with its default per-document layer normalisation hides
 this; without it (``norm=none``) DLA's propensity model, which MULTR uses,
 gave a non-finite loss within five updates on the study's log
-(docs/baidu_study.md, ``pbm_noisy_nonorm``).  Standardising each feature
+(studies/baidu/README.md, ``pbm_noisy_nonorm``).  Standardising each feature
 across documents, ``(x - mean) / std`` with the mean and standard deviation of
 the *training* log's shown documents, keeps each feature's scale between
 documents without the per-document normalisation.

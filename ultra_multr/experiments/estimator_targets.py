@@ -5,7 +5,7 @@ clicks (examination e_k at position k, click-if-examined r_d), lists without a
 click dropped as main.py's feed drops them.  The randomisation target of a
 document is T_d = mean_k(e_k) r_d, its click probability under uniformly random
 orders; the ranker only needs each document's weight proportional to T_d
-within a list (docs/estimator_targets.md).
+within a list (studies/estimator_targets/README.md).
 
 :class:`KnownClickSimulator` plugs a known position-based model into MULTR's
 simulator interface (``sample_clicks``, ``sampled_click_probabilities``), exact

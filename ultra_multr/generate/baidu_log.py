@@ -30,7 +30,7 @@ that one lexical feature (``LOGGER_FEATURE``) carries: clicks then reward z
 through position alone, so a ranker that ignores position bias can learn z as
 relevant (the confound that gives debiasing room to matter; ULTRA's DNN with
 its default per-document layer norm turns z into a sign of irrelevance
-instead, docs/baidu_study.md).
+instead, studies/baidu/README.md).
 """
 from __future__ import annotations
 

@@ -109,7 +109,7 @@ def randomized_document_weights(
     """Weights whose expectation is a document's click probability under
     uniformly random orders (the randomisation target T_d), up to a factor
     common to the list, when either the simulator or the propensities are
-    exact (position-based examination; docs/estimator_targets.md):
+    exact (position-based examination; studies/estimator_targets/README.md):
 
         W_d = mean_s c^s_d + (c_d - c^o_d) e_bar / e_k(d)
 

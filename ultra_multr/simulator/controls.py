@@ -11,7 +11,7 @@
   sessions whose documents and clicks are moved together into a uniformly
   random order (:func:`shuffle_positions`).  It can still learn which
   documents get clicks, but not where: its examination curve is flat, the
-  case (iii) of docs/estimator_targets.md (a wrong examination curve).
+  case (iii) of studies/estimator_targets/README.md (a wrong examination curve).
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ class TrueClickModelSimulator(torch.nn.Module):
     and given their relevance label.  On an order pi of a list shown as sigma, the click probability
     at position t is the click model's marginal on pi divided by P(at least one click on sigma): the
     stream drops lists without a click, and a simulator trained on it learns clicks given one on the
-    logged order (docs/estimator_targets.md, "exact for the stream").  Sampled pseudo clicks are
+    logged order (studies/estimator_targets/README.md, "exact for the stream").  Sampled pseudo clicks are
     independent Bernoulli draws of these marginals: the loss is linear in each document's pseudo
     click, so only the marginals enter its expectation.
 
