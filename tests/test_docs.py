@@ -1,0 +1,75 @@
+"""The docs match the tree: one index that lists every page and study, a layout page that names every module,
+links that resolve, and no internal issue numbers in page titles."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from typing import List
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE = os.path.join(REPO, "ultra_multr")
+
+
+def read(path: str) -> str:
+    with open(os.path.join(REPO, path)) as handle:
+        return handle.read()
+
+
+def markdown_files() -> List[str]:
+    listed = subprocess.run(["git", "ls-files", "*.md"], cwd=REPO, capture_output=True, text=True, check=True)
+    return [path for path in listed.stdout.split() if os.path.exists(os.path.join(REPO, path))]
+
+
+def test_the_index_lists_every_topic_page_and_every_study():
+    index = read("docs/README.md")
+    pages = sorted(name for name in os.listdir(os.path.join(REPO, "docs")) if name.endswith(".md"))
+    missing = [name for name in pages if name != "README.md" and "](%s)" % name not in index]
+    studies = sorted(os.listdir(os.path.join(REPO, "studies")))
+    missing += ["studies/" + name for name in studies if "](../studies/%s/README.md)" % name not in index]
+    assert not missing, "docs/README.md does not list: %s" % ", ".join(missing)
+    assert "](docs/README.md)" in read("README.md")
+
+
+def test_the_layout_page_names_every_module_and_package():
+    layout = read("docs/layout.md")
+    named = set(re.findall(r"`([^`]+)`", layout))
+    words = {part for token in named for part in re.split(r"[\s,]+", token)}
+    missing = []
+    for folder, _, files in os.walk(PACKAGE):
+        relative = os.path.relpath(folder, PACKAGE)
+        last = os.path.basename(relative) + "/"
+        if relative != "." and not any(w == last or w.startswith(relative + "/") for w in words):
+            missing.append(relative + "/")
+        for name in files:
+            if name.endswith(".py") and name not in ("__init__.py", "__main__.py"):
+                path = name if relative == "." else relative + "/" + name
+                if not any(word == name or word.endswith("/" + name) and path.endswith(word) for word in words):
+                    missing.append(path)
+    assert not missing, "docs/layout.md does not name: %s" % ", ".join(sorted(missing))
+
+
+def test_every_file_the_layout_page_names_exists():
+    listed = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    paths = set(listed) | {os.path.dirname(p) + "/" for p in listed}
+    paths |= {os.path.relpath(os.path.join(d, f), REPO) for d, _, fs in os.walk(PACKAGE) for f in fs}
+    for token in re.findall(r"`([^`\s]+\.(?:py|sh|md)|[a-z_]+/)`", read("docs/layout.md")):
+        exists = any(p == token or p.endswith("/" + token) or p.startswith(token) for p in paths)
+        assert exists, "docs/layout.md names %s, which is not in the tree" % token
+
+
+def test_relative_links_resolve():
+    broken = []
+    for path in markdown_files():
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", read(path)):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            if not os.path.exists(os.path.normpath(os.path.join(REPO, os.path.dirname(path), target))):
+                broken.append("%s -> %s" % (path, target))
+    assert not broken, "\n".join(broken)
+
+
+def test_page_titles_carry_no_issue_numbers():
+    pages = [p for p in markdown_files() if p.startswith(("docs/", "studies/")) and "/results/" not in p or p == "README.md"]
+    titled = [p for p in pages if re.search(r"issue \d", read(p).splitlines()[0] if read(p) else "", re.I)]
+    assert not titled, "page titles with an issue number: %s" % ", ".join(titled)
