@@ -3,7 +3,9 @@
 Modules: :mod:`.model` (the network and its hand-written recurrent steps),
 :mod:`.sampling` (chunking and click draws of ``sample_clicks``),
 :mod:`.graphs` (that sampling and the training updates replayed as CUDA graphs),
-:mod:`.training` (loss, optimizer step, early stopping) and
+:mod:`.training` (loss, optimizer step, early stopping),
+:mod:`.training_config` (the network's and the training's settings),
+:mod:`.trainer` (the one training loop, MULTR's and the simulator report's) and
 :mod:`.checkpoint` (simulator and training-state files).  Every public name
 is re-exported here, so ``from ultra_multr.simulator import X`` works.
 """
@@ -12,6 +14,8 @@ from ultra_multr.simulator.graphs import GraphedSampler, GraphedSimulatorUpdate
 from ultra_multr.simulator.model import CELLS, CLICK, SKIP, UNKNOWN, ContextAwareUserSimulator, DocumentGates, RecurrentCell, SimulatorConfig
 from ultra_multr.simulator.sampling import LISTS_PER_CHUNK, click_thresholds, queries_per_chunk, sampling_uniforms
 from ultra_multr.simulator.training import EarlyStopping, click_log_likelihood, simulator_loss, simulator_update
+from ultra_multr.simulator.training_config import SimulatorTrainingConfig
+from ultra_multr.simulator.trainer import SessionStream, SimulatorFit, train_simulator
 
 __all__ = [
     "CELLS",
@@ -25,7 +29,10 @@ __all__ = [
     "GraphedSampler",
     "GraphedSimulatorUpdate",
     "RecurrentCell",
+    "SessionStream",
     "SimulatorConfig",
+    "SimulatorFit",
+    "SimulatorTrainingConfig",
     "check_compatible",
     "click_log_likelihood",
     "click_thresholds",
@@ -37,4 +44,5 @@ __all__ = [
     "save_training_state",
     "simulator_loss",
     "simulator_update",
+    "train_simulator",
 ]

@@ -1,0 +1,141 @@
+"""How the user simulator is built and trained: the settings MULTR and the simulator report share.
+
+:class:`SimulatorTrainingConfig` is read by the one training loop,
+:func:`ultra_multr.simulator.trainer.train_simulator`.  MULTR's
+hyper-parameters include it (``DoublyRobustConfig`` inherits it), and the
+simulator report (``--simulator_hparams``) parses the same names with the
+same defaults, so both train the same simulator from the same settings.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Tuple
+
+from ultra_multr.config import require
+from ultra_multr.simulator.model import CELLS, SimulatorConfig
+
+SIMULATOR_OPTIMIZERS = ("adagrad", "adam")
+CUDA_GRAPHS = ("auto", "on", "off")
+
+
+@dataclass(frozen=True)
+class SimulatorTrainingConfig:
+    """The user simulator's network and training.
+
+    Attributes:
+        simulator_steps: most simulator training batches (0: Rand-MULTR);
+            training stops earlier when early stopping says so.
+        simulator_batch_size: sessions per simulator batch (paper: 256).
+        simulator_learning_rate: simulator step size (paper: 0.05).
+        simulator_optimizer: "adam" or "adagrad" (paper).
+        simulator_l2: lambda of the simulator loss.
+        max_gradient_norm: clip the simulator's gradient norm (<= 0: off); in
+            MULTR the same hyper-parameter clips the ranker's.
+        simulator_hidden_size: H (paper: 64).
+        simulator_cell: "lstm" (paper) or "gru".
+        simulator_input_mlp: hidden sizes of an input MLP (paper: none).
+            Defaults: Adam 0.005 with an input MLP [128], which fit MQ2008's
+            held-out clicks better than the paper's setting
+            (settings/multr_paper.json has the paper's).
+        simulator_position_size: decoder position-embedding size.
+        teacher_forcing_ratio: share of observed (vs sampled) previous clicks
+            fed to the decoder in training (paper: 1.0).
+        simulator_heldout_fraction: with a fixed click log, the share of its
+            sessions held out from the simulator (at least one) to measure
+            its click log-likelihood (:meth:`heldout_count`); with fresh
+            clicks, held-out sessions are new draws instead.
+        simulator_heldout_batches: batches of held-out sessions that
+            measure the simulator's click log-likelihood.
+        simulator_eval_every: measure the held-out log-likelihood (and write
+            the intermediate checkpoint) every this many steps.
+        simulator_patience: stop after this many evaluations without a
+            better held-out log-likelihood and keep the best state (0: no
+            early stopping; the last state is kept, as in the paper).
+        simulator_log_every: progress line every this many simulator steps
+            (0: none by steps); also one at least every ``LOG_SECONDS``
+            seconds (:mod:`ultra_multr.simulator.trainer`).
+        simulator_min_heldout_sessions: early stopping chooses a state (and
+            MULTR's guard judges the simulator) only on at least this many
+            distinct held-out sessions; with fewer, early stopping is off
+            (logged; the last state is kept, the paper's rule).
+        cuda_graphs: "auto" (on when the device is CUDA), "on" or "off": the
+            simulator's training replays whole updates as CUDA graphs (with
+            Adam and teacher_forcing_ratio 1), and MULTR's
+            ``imputation=sampled`` replays each step's sampling (the same
+            clicks); see :mod:`ultra_multr.simulator.graphs`.
+    """
+
+    simulator_steps: int = 10000
+    simulator_batch_size: int = 256
+    simulator_learning_rate: float = 0.005
+    simulator_optimizer: str = "adam"
+    simulator_l2: float = 1e-5
+    max_gradient_norm: float = 5.0
+    simulator_hidden_size: int = 64
+    simulator_cell: str = "lstm"
+    simulator_input_mlp: Tuple[int, ...] = (128,)
+    simulator_position_size: int = 16
+    teacher_forcing_ratio: float = 1.0
+    simulator_heldout_fraction: float = 0.1
+    simulator_heldout_batches: int = 4
+    simulator_eval_every: int = 250
+    simulator_patience: int = 5
+    simulator_log_every: int = 500
+    simulator_min_heldout_sessions: int = 300
+    cuda_graphs: str = "auto"
+
+    def __post_init__(self) -> None:
+        require(self.simulator_steps >= 0, "simulator_steps must be >= 0, got %d" % self.simulator_steps)
+        require(self.simulator_batch_size > 0, "simulator_batch_size must be > 0")
+        require(
+            self.simulator_cell in CELLS, "simulator_cell must be one of %s, got %r" % (CELLS, self.simulator_cell)
+        )
+        require(
+            self.simulator_optimizer in SIMULATOR_OPTIMIZERS,
+            "simulator_optimizer must be one of %s, got %r" % (SIMULATOR_OPTIMIZERS, self.simulator_optimizer),
+        )
+        require(
+            0.0 <= self.teacher_forcing_ratio <= 1.0,
+            "teacher_forcing_ratio must be in [0, 1], got %r" % self.teacher_forcing_ratio,
+        )
+        require(
+            0.0 < self.simulator_heldout_fraction < 1.0,
+            "simulator_heldout_fraction must be in (0, 1), got %r" % self.simulator_heldout_fraction,
+        )
+        require(self.simulator_heldout_batches > 0, "simulator_heldout_batches must be > 0")
+        require(self.simulator_eval_every > 0, "simulator_eval_every must be > 0, got %d" % self.simulator_eval_every)
+        require(self.simulator_patience >= 0, "simulator_patience must be >= 0, got %d" % self.simulator_patience)
+        require(self.simulator_min_heldout_sessions >= 0, "simulator_min_heldout_sessions must be >= 0")
+        require(
+            self.cuda_graphs in CUDA_GRAPHS, "cuda_graphs must be one of %s, got %r" % (CUDA_GRAPHS, self.cuda_graphs)
+        )
+        object.__setattr__(self, "simulator_input_mlp", tuple(self.simulator_input_mlp))
+
+    def simulator_config(self, feature_size: int, list_size: int) -> SimulatorConfig:
+        """The network of these settings for ``feature_size`` features and lists of ``list_size``."""
+        return SimulatorConfig(
+            feature_size=feature_size,
+            list_size=list_size,
+            hidden_size=self.simulator_hidden_size,
+            cell=self.simulator_cell,
+            input_mlp=self.simulator_input_mlp,
+            position_size=self.simulator_position_size,
+        )
+
+    def heldout_count(self, n_sessions: int, log: str = "") -> int:
+        """Sessions of a fixed click log of ``n_sessions`` held out from the simulator:
+        ``max(1, round(simulator_heldout_fraction * n_sessions))``.
+
+        Args:
+            log: what the log is, for the error message (e.g. its queries).
+
+        Raises:
+            ValueError: no session would be left to train on.
+        """
+        n_heldout = max(1, int(round(self.simulator_heldout_fraction * n_sessions)))
+        if n_sessions - n_heldout < 1:
+            raise ValueError(
+                "simulator_heldout_fraction=%g of a click log of %d sessions%s leaves no session to train the user "
+                "simulator on; it needs at least 2 sessions" % (self.simulator_heldout_fraction, n_sessions, log)
+            )
+        return n_heldout
