@@ -26,7 +26,7 @@ require_ultra()
 
 from ultra_multr.experiments import estimator_targets as et  # noqa: E402
 from ultra_multr.config import parse_hparams  # noqa: E402
-from ultra_multr.algorithms.multr import MULTRConfig  # noqa: E402
+from ultra_multr.algorithms.multr_config import MULTRConfig  # noqa: E402
 from ultra_multr.feeds.arrays import query_arrays  # noqa: E402
 
 CLICK_PROB = np.array([0.1, 0.16, 0.28, 0.52, 1.0])

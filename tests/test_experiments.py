@@ -304,7 +304,8 @@ def test_runner_resumes_and_skips_finished_runs(tmp_path):
 
     # So are they when one of our algorithm's defaults changes (the settings name no rerank_weight).
     import dataclasses
-    from ultra_multr.algorithms.multr import MULTR, MULTRConfig
+    from ultra_multr.algorithms.multr import MULTR
+    from ultra_multr.algorithms.multr_config import MULTRConfig
 
     @dataclasses.dataclass(frozen=True)
     class OtherDefault(MULTRConfig):

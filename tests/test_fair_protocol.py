@@ -16,6 +16,7 @@ ultra = require_ultra()
 
 from conftest import run_ultra_main  # noqa: E402
 from ultra_multr.session_budget import BUDGET_FILE, LEDGER, SessionBudgetExceeded  # noqa: E402
+from ultra_multr.simulator import trainer  # noqa: E402
 from ultra_multr.simulator.trivial import PositionClickRates  # noqa: E402
 
 #: 2 simulator steps of 8 sessions, 2 held-out batches of 8, a pilot of 3 steps of 16 lists per candidate (3 of them):
@@ -105,16 +106,16 @@ def test_too_few_heldout_sessions_switch_early_stopping_off(synthetic_data_dir, 
         "simulator_min_heldout_sessions=300,cuda_graphs=off",
     )
     values = iter([-1.0, -2.0, -3.0, -4.0, -5.0, -6.0, -7.0])  # worse at every evaluation: patience 1 would stop at 2
-    monkeypatch.setattr(model, "simulator_log_likelihood", lambda batches: (next(values), [0.0]))
+    monkeypatch.setattr(trainer, "heldout_log_likelihood", lambda simulator, batches: (next(values), [0.0]))
     with caplog.at_level(logging.WARNING, logger="ultra_multr"):
-        fit = model.train_simulator(6, {})
+        fit = model.train_simulator({})
     assert "only 16 distinct held-out sessions (< simulator_min_heldout_sessions=300)" in caplog.text
     assert fit["steps_run"] == 6 and fit["best_step"] == 6 and fit["heldout_sessions"] == 16
 
 
 def test_a_simulator_below_the_position_only_model_is_rejected_loudly(synthetic_data_dir, caplog, monkeypatch):
     model, _, _ = build(synthetic_data_dir, PILOT + ",simulator_guard=position")
-    monkeypatch.setattr(model, "simulator_log_likelihood", lambda batches: (-1e3, [0.0]))
+    monkeypatch.setattr(trainer, "heldout_log_likelihood", lambda simulator, batches: (-1e3, [0.0]))
     with caplog.at_level(logging.WARNING, logger="ultra_multr"):
         chosen = model.select_rerank_weight(read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=16)
     assert "USER SIMULATOR REJECTED: its held-out click log-likelihood -1000.0000 per session on 16 distinct " \
@@ -125,13 +126,13 @@ def test_a_simulator_below_the_position_only_model_is_rejected_loudly(synthetic_
     assert LEDGER.decisions["user_simulator"]["decision"] == "rejected"
 
     kept, _, _ = build(synthetic_data_dir, PILOT + ",simulator_guard=position")
-    monkeypatch.setattr(kept, "simulator_log_likelihood", lambda batches: (0.0, [0.0]))  # above any click model
+    monkeypatch.setattr(trainer, "heldout_log_likelihood", lambda simulator, batches: (0.0, [0.0]))  # above any click model
     kept.prepare_simulator()
     assert not kept.simulator_fallback and kept.sampler is kept.simulator
     assert LEDGER.decisions["user_simulator"]["decision"] == "accepted"
 
     ignored, _, _ = build(synthetic_data_dir, PILOT + ",simulator_guard=none")
-    monkeypatch.setattr(ignored, "simulator_log_likelihood", lambda batches: (-1e3, [0.0]))
+    monkeypatch.setattr(trainer, "heldout_log_likelihood", lambda simulator, batches: (-1e3, [0.0]))
     ignored.prepare_simulator()
     assert not ignored.simulator_fallback
     assert LEDGER.decisions["user_simulator"] == dict(

@@ -13,6 +13,7 @@ from test_rerank_weight import read_valid
 ultra = require_ultra()
 
 from ultra_multr.session_budget import LEDGER  # noqa: E402
+from ultra_multr.simulator import trainer  # noqa: E402
 
 #: MULTR and DLA share these (same seed: the same ranker and propensity model at the start).
 COMMON = "seed=4,device=cpu,log_every=0,learning_rate=0.5"
@@ -61,7 +62,7 @@ def test_a_simulator_not_used_leaves_dlas_losses_and_updates(synthetic_data_dir,
         hparams += ",simulator_min_heldout_sessions=17"
     multr, feed, data = build(synthetic_data_dir, hparams)
     if why == "rejected":
-        monkeypatch.setattr(multr, "simulator_log_likelihood", lambda batches: (-1e3, [0.0]))
+        monkeypatch.setattr(trainer, "heldout_log_likelihood", lambda simulator, batches: (-1e3, [0.0]))
     dla, _, _ = build(synthetic_data_dir, COMMON, algorithm="ultra_multr.DLA")
     with caplog.at_level(logging.WARNING, logger="ultra_multr"):
         multr.prepare_simulator()
@@ -83,7 +84,7 @@ def test_a_simulator_not_used_leaves_dlas_losses_and_updates(synthetic_data_dir,
 
 def test_a_validated_simulator_is_used_and_its_decision_recorded(synthetic_data_dir, monkeypatch):
     multr, feed, data = build(synthetic_data_dir, ",".join([COMMON, SIMULATOR, "simulator_guard=position"]))
-    monkeypatch.setattr(multr, "simulator_log_likelihood", lambda batches: (0.0, [0.0]))  # above any click model
+    monkeypatch.setattr(trainer, "heldout_log_likelihood", lambda simulator, batches: (0.0, [0.0]))  # above any click model
     multr.prepare_simulator()
     assert not multr.simulator_fallback
     summary = LEDGER.summary()
@@ -134,7 +135,7 @@ def test_multrs_propensities_are_dlas_on_the_same_batches_and_the_papers_couplin
     params = {}
     for coupling in ("dla", "multr"):
         multr, feed, data = build(synthetic_data_dir, ",".join([COMMON, SIMULATOR, "propensity_ranker=" + coupling]))
-        monkeypatch.setattr(multr, "simulator_log_likelihood", lambda batches: (0.0, [0.0]))  # accepted: DR loss
+        monkeypatch.setattr(trainer, "heldout_log_likelihood", lambda simulator, batches: (0.0, [0.0]))  # accepted: DR loss
         dla, _, _ = build(synthetic_data_dir, COMMON, algorithm="ultra_multr.DLA")
         multr.prepare_simulator()
         assert not multr.simulator_fallback

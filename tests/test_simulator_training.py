@@ -12,7 +12,7 @@ from test_multr_ultra import build as build_with_feed
 
 ultra = require_ultra()
 
-from ultra_multr.algorithms import multr as multr_module  # noqa: E402
+from ultra_multr.simulator import trainer  # noqa: E402
 from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset  # noqa: E402
 from ultra_multr.feeds.simulation import ClickLogFeed, ClickSimulationFeed  # noqa: E402
 from ultra_multr.feeds.arrays import query_subset
@@ -141,21 +141,21 @@ def test_early_stopping_stops_on_a_plateau_and_keeps_the_best_state(synthetic_da
     )
     scores = iter([-3.0, -2.0, -2.5, -2.1])  # best at the 2nd evaluation (step 4), then a plateau
     states, steps = [], []
-    real = model.simulator_log_likelihood
+    real = trainer.heldout_log_likelihood
 
-    def scripted(batches):
+    def scripted(simulator, batches):
         states.append(parameters(model))
         value = next(scores, None)
-        return (value, []) if value is not None else real(batches)
+        return (value, []) if value is not None else real(simulator, batches)
 
-    original_update = multr_module.simulator_update
+    original_update = trainer.simulator_update
 
     def counting_update(*args, **kwargs):
         steps.append(kwargs["step"])
         return original_update(*args, **kwargs)
 
-    monkeypatch.setattr(model, "simulator_log_likelihood", scripted)
-    monkeypatch.setattr(multr_module, "simulator_update", counting_update)
+    monkeypatch.setattr(trainer, "heldout_log_likelihood", scripted)
+    monkeypatch.setattr(trainer, "simulator_update", counting_update)
     model.prepare_simulator()
     assert steps == list(range(1, 9))  # evaluations at 2, 4, 6, 8; patience 2 ends it at 8
     final = parameters(model)
@@ -170,18 +170,18 @@ def test_killed_pretraining_resumes_and_ends_like_an_uninterrupted_run(synthetic
     whole.prepare_simulator()
 
     killed, _ = build(synthetic_data_dir, hparams % (tmp_path / "killed.ckpt"))
-    original_update = multr_module.simulator_update
+    original_update = trainer.simulator_update
 
     def dies_at_step_8(*args, **kwargs):
         if kwargs["step"] == 8:
             raise KeyboardInterrupt
         return original_update(*args, **kwargs)
 
-    monkeypatch.setattr(multr_module, "simulator_update", dies_at_step_8)
+    monkeypatch.setattr(trainer, "simulator_update", dies_at_step_8)
     with pytest.raises(KeyboardInterrupt):
         killed.prepare_simulator()
     assert os.path.exists(tmp_path / "killed.ckpt.partial") and not os.path.exists(tmp_path / "killed.ckpt")
-    monkeypatch.setattr(multr_module, "simulator_update", original_update)
+    monkeypatch.setattr(trainer, "simulator_update", original_update)
 
     resumed, _ = build(synthetic_data_dir, hparams % (tmp_path / "killed.ckpt"))
     with caplog.at_level("INFO"):
@@ -221,7 +221,7 @@ def test_a_checkpoint_of_other_data_or_click_model_is_retrained_or_refused_when_
 
 def test_progress_is_logged_by_time_as_well_as_by_steps(synthetic_data_dir, monkeypatch, caplog):
     model, _ = build(synthetic_data_dir, SMALL + ",simulator_steps=3,simulator_eval_every=10,simulator_log_every=0")
-    monkeypatch.setattr(multr_module, "LOG_SECONDS", 0.0)
+    monkeypatch.setattr(trainer, "LOG_SECONDS", 0.0)
     with caplog.at_level("INFO"):
         model.prepare_simulator()
     assert "step 1/3 loss" in caplog.text and "step 2/3 loss" in caplog.text

@@ -113,7 +113,7 @@ def _rerank_weight(text: str) -> str:
 
 def _multr_hparams(text: str) -> dict:
     """``name=value,...`` checked against MULTR's hyper-parameters (unknown names get a "did you mean")."""
-    from ultra_multr.algorithms.multr import MULTRConfig
+    from ultra_multr import MULTRConfig
     from ultra_multr.config import parse_hparams, split_assignments
 
     try:

@@ -4,12 +4,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ultra_multr.algorithms.ipw import IPW, IPWConfig
-from ultra_multr.algorithms.multr import DoublyRobustConfig, DoublyRobustMixin
+from ultra_multr.algorithms.multr import DoublyRobustMixin
+from ultra_multr.algorithms.multr_config import DoublyRobustConfig
 
 
 @dataclass(frozen=True)
 class MULTRIPWConfig(IPWConfig, DoublyRobustConfig):
-    """:class:`IPWConfig` plus MULTR's :class:`~ultra_multr.algorithms.multr.DoublyRobustConfig`."""
+    """:class:`IPWConfig` plus MULTR's :class:`~ultra_multr.algorithms.multr_config.DoublyRobustConfig`."""
 
 
 class MULTR_IPW(DoublyRobustMixin, IPW):  # noqa: N801 - reads as "MULTR on IPW" in settings files
