@@ -9,12 +9,12 @@ from ultra_multr.click_models.evaluation import (
     QueryLists,
     Sessions,
     SimulatorModel,
-    SimulatorTrainingConfig,
     fit_pbm,
+    fit_simulator,
     score_models,
-    train_simulator,
 )
 from ultra_multr.generate.ultra_dataset import iter_synthetic_queries
+from ultra_multr.simulator import SimulatorTrainingConfig
 
 N = 5
 
@@ -42,8 +42,9 @@ def test_simulator_comes_within_a_few_percent_of_the_true_cascade_model():
     truth = cm.CascadeModel(cm.graded_click_prob(0.1, 2))
     generator = torch.Generator().manual_seed(0)
     train, heldout = sample(truth, lists, 3000, generator), sample(truth, lists, 5000, generator)
-    config = SimulatorTrainingConfig(steps=300, batch_size=128, learning_rate=0.02, hidden_size=32, log_every=0)
-    simulator, _ = train_simulator(lists, train, config, torch.Generator().manual_seed(1))
+    config = SimulatorTrainingConfig(simulator_steps=300, simulator_batch_size=128, simulator_learning_rate=0.01,
+                                     simulator_hidden_size=32, simulator_eval_every=50, simulator_log_every=0)
+    simulator, _ = fit_simulator(lists, train, config, torch.Generator().manual_seed(1))
     true, learned, pbm = score_models(
         [KnownClickModel(truth), SimulatorModel(simulator, ctr_samples=50), fit_pbm(lists, train)], lists, heldout
     )

@@ -11,7 +11,7 @@ import torch
 require_ultra()
 
 from ultra_multr.experiments import simulator_report  # noqa: E402
-from ultra_multr.click_models.evaluation import SimulatorTrainingConfig  # noqa: E402
+from ultra_multr.simulator import SimulatorTrainingConfig  # noqa: E402
 from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset  # noqa: E402
 from ultra_multr.simulator import ContextAwareUserSimulator, SimulatorConfig, save_simulator  # noqa: E402
 from ultra_multr.click_models.ultra import load_click_model_file  # noqa: E402
@@ -33,7 +33,8 @@ def cascade_report(data_dir, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("report"))
     report = simulator_report.build_report(
         data_dir, out, list_size=N, click_model_json=CASCADE, train_sessions=1500, heldout_sessions=6000, seed=1,
-        training=SimulatorTrainingConfig(steps=40, batch_size=128, learning_rate=0.01), ctr_samples=50,
+        training=SimulatorTrainingConfig(simulator_steps=40, simulator_batch_size=128, simulator_learning_rate=0.01),
+        ctr_samples=50,
     )
     return report, out
 
@@ -138,9 +139,9 @@ def test_bad_inputs_give_clear_errors(data_dir, tmp_path, capsys):
     )
     assert code == 2 and "small.ckpt: simulator feature size 5 does not match the data's %d" % F in err
 
-    code, err = run_main(capsys, "--data_dir", data_dir, "--click_model", CASCADE, "--simulator_hparams", "step=3",
-                         "--out", out)
-    assert code == 2 and "unknown hyper-parameter 'step' (did you mean 'steps'?)" in err
+    code, err = run_main(capsys, "--data_dir", data_dir, "--click_model", CASCADE, "--simulator_hparams",
+                         "simulator_step=3", "--out", out)
+    assert code == 2 and "unknown hyper-parameter 'simulator_step' (did you mean 'simulator_steps'?)" in err
 
     lists, qids = simulator_report.read_query_lists(data_dir, "train", N)
     short = int(torch.argmin(lists.mask.sum(1)))

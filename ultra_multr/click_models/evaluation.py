@@ -1,4 +1,5 @@
-"""Fit classic click models to click sessions and score click models on
+"""Fit classic click models to click sessions (and the user simulator, by
+MULTR's own trainer: :func:`fit_simulator`) and score click models on
 held-out sessions, in pure torch (no ULTRA import).
 
 Setting: every query shows one fixed list (the top N of its initial list), so
@@ -38,7 +39,6 @@ Shapes: Q queries, N positions, F features, S sessions.
 from __future__ import annotations
 
 import abc
-import logging
 import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -47,15 +47,12 @@ import torch
 
 from ultra_multr.click_models import ClickModel
 from ultra_multr.config import require
-from ultra_multr.simulator import CELLS, ContextAwareUserSimulator, SimulatorConfig, simulator_update
-
-logger = logging.getLogger(__name__)
+from ultra_multr.batch import Batch
+from ultra_multr.simulator import ContextAwareUserSimulator, SimulatorFit, SimulatorTrainingConfig, train_simulator
 
 PROB_FLOOR = 1e-6
 #: Sessions per forward pass of the simulator when scoring (bounds memory).
 EVAL_CHUNK = 4096
-OPTIMIZERS = ("adam", "adagrad")
-LR_SCHEDULES = ("constant", "cosine")
 
 
 @dataclass
@@ -304,61 +301,6 @@ def fit_cascade(lists: QueryLists, sessions: Sessions, prior_strength: float = 1
 # -- the learned simulator -------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SimulatorTrainingConfig:
-    """How :func:`train_simulator` trains a user simulator on sessions.
-
-    Attributes:
-        steps: optimiser steps.
-        batch_size: sessions per step, drawn uniformly with replacement.
-        learning_rate: initial step size.
-        optimizer: "adam" or "adagrad" (the paper's).
-        lr_schedule: "constant", or "cosine" decay to 0 over the steps.
-        l2: lambda of the simulator loss.
-        max_gradient_norm: gradient clipping (0: none).
-        hidden_size, cell, input_mlp, position_size: the
-            :class:`ultra_multr.simulator.SimulatorConfig` fields.  The
-            default input MLP (not in the paper) helps the simulator tell
-            documents apart; the defaults are the settings of the MQ2008
-            report in docs/simulator.md.
-        log_every: log the held-out log-likelihood every this many steps (0: never).
-    """
-
-    steps: int = 2000
-    batch_size: int = 256
-    learning_rate: float = 0.005
-    optimizer: str = "adam"
-    lr_schedule: str = "cosine"
-    l2: float = 0.0
-    max_gradient_norm: float = 5.0
-    hidden_size: int = 64
-    cell: str = "lstm"
-    input_mlp: Tuple[int, ...] = (128,)
-    position_size: int = 16
-    log_every: int = 500
-
-    def __post_init__(self) -> None:
-        require(self.steps >= 0, "steps must be >= 0, got %d" % self.steps)
-        require(self.batch_size > 0, "batch_size must be > 0, got %d" % self.batch_size)
-        require(self.learning_rate > 0, "learning_rate must be > 0, got %g" % self.learning_rate)
-        require(self.optimizer in OPTIMIZERS, "optimizer must be one of %s, got %r" % (OPTIMIZERS, self.optimizer))
-        require(
-            self.lr_schedule in LR_SCHEDULES, "lr_schedule must be one of %s, got %r" % (LR_SCHEDULES, self.lr_schedule)
-        )
-        require(self.cell in CELLS, "cell must be one of %s, got %r" % (CELLS, self.cell))
-        object.__setattr__(self, "input_mlp", tuple(self.input_mlp))
-
-    def simulator_config(self, feature_size: int, list_size: int) -> SimulatorConfig:
-        return SimulatorConfig(
-            feature_size=feature_size,
-            list_size=list_size,
-            hidden_size=self.hidden_size,
-            cell=self.cell,
-            input_mlp=self.input_mlp,
-            position_size=self.position_size,
-        )
-
-
 class SimulatorModel(SessionModel):
     """A :class:`ContextAwareUserSimulator` as a session model.
 
@@ -402,62 +344,60 @@ class SimulatorModel(SessionModel):
         return torch.cat(rates)
 
 
-def _learning_rate(config: SimulatorTrainingConfig, step: int) -> float:
-    if config.lr_schedule == "cosine":
-        return 0.5 * config.learning_rate * (1.0 + math.cos(math.pi * (step - 1) / max(config.steps, 1)))
-    return config.learning_rate
+class SessionSample:
+    """Batches of ``batch_size`` sessions drawn uniformly with replacement (those without a click
+    included), as a :class:`ultra_multr.simulator.trainer.SessionStream`.
+
+    Args:
+        lists: what the sessions show; sessions: the sessions drawn from.
+        generator: the draws' randomness; its state is the stream's.
+    """
+
+    def __init__(self, lists: QueryLists, sessions: Sessions, batch_size: int, generator: torch.Generator) -> None:
+        self.lists, self.sessions, self.batch_size, self.generator = lists, sessions, batch_size, generator
+
+    def next_batch(self) -> Batch:
+        """[B, N, F] features, [B, N] clicks and mask of B drawn sessions."""
+        pick = torch.randint(len(self.sessions), (self.batch_size,), generator=self.generator)
+        query = self.sessions.query[pick]
+        return Batch(features=self.lists.features[query], labels=self.sessions.clicks[pick], mask=self.lists.mask[query])
+
+    def state(self) -> Dict[str, torch.Tensor]:
+        return {"generator": self.generator.get_state()}
+
+    def restore(self, state: Dict[str, torch.Tensor]) -> None:
+        self.generator.set_state(state["generator"])
 
 
-def train_simulator(
-    lists: QueryLists,
-    sessions: Sessions,
-    config: SimulatorTrainingConfig,
-    generator: torch.Generator,
-    heldout: Optional[Sessions] = None,
-    heldout_lists: Optional[QueryLists] = None,
-) -> Tuple[ContextAwareUserSimulator, List[Dict[str, float]]]:
-    """Train a new simulator on ``sessions`` with the simulator loss (BCE + L2).
-
-    Everything random, the initial weights included, comes from ``generator``.
-    ``heldout`` are sessions on ``heldout_lists`` (default: ``lists``).
+def fit_simulator(
+    lists: QueryLists, sessions: Sessions, config: SimulatorTrainingConfig, generator: torch.Generator
+) -> Tuple[ContextAwareUserSimulator, SimulatorFit]:
+    """A new user simulator trained on ``sessions`` by MULTR's trainer
+    (:func:`ultra_multr.simulator.trainer.train_simulator`), held out as MULTR holds out a fixed click log:
+    a random ``simulator_heldout_fraction`` of the sessions (:meth:`SimulatorTrainingConfig.heldout_count`)
+    is never trained on, and ``simulator_heldout_batches`` batches drawn from it measure the simulator for
+    early stopping.  Everything random, the initial weights included, comes from ``generator``.
 
     Returns:
-        (simulator in eval mode, history): one ``{"step", "loss",
-        "heldout_log_likelihood"}`` entry every ``log_every`` steps and at
-        the end (held-out log-likelihood per session, only with ``heldout``).
+        (simulator in eval mode, its fit).
+
+    Raises:
+        ValueError: fewer than 2 sessions (none would be left to train on).
     """
-    require(len(sessions) > 0, "no training sessions")
     with torch.random.fork_rng(devices=[]):  # leave the caller's global generator alone
         torch.manual_seed(int(torch.randint(2**62, (1,), generator=generator)))
         simulator = ContextAwareUserSimulator(config.simulator_config(lists.features.shape[2], lists.n_positions))
-    optimizer_class = torch.optim.Adam if config.optimizer == "adam" else torch.optim.Adagrad
-    optimizer = optimizer_class(simulator.parameters(), lr=config.learning_rate)
-    history: List[Dict[str, float]] = []
-    for step in range(1, config.steps + 1):
-        pick = torch.randint(len(sessions), (config.batch_size,), generator=generator)
-        query, clicks = sessions.query[pick], sessions.clicks[pick]
-        for group in optimizer.param_groups:
-            group["lr"] = _learning_rate(config, step)
-        loss = simulator_update(
-            simulator,
-            optimizer,
-            lists.features[query],
-            lists.mask[query],
-            clicks,
-            config.l2,
-            config.max_gradient_norm,
-            step=step,
-        )
-        if step == config.steps or (config.log_every and step % config.log_every == 0):
-            entry = {"step": step, "loss": loss}
-            if heldout is not None:
-                shown = lists if heldout_lists is None else heldout_lists
-                probs = SimulatorModel(simulator).conditional_click_probs(shown, heldout)
-                entry["heldout_log_likelihood"] = float(slot_log_likelihood(probs, heldout, shown).sum(1).mean())
-            logger.info("simulator step %d/%d: %s", step, config.steps, entry)
-            history.append(entry)
+    n_heldout = config.heldout_count(len(sessions))
+    order = torch.randperm(len(sessions), generator=generator)
+    held, kept = order[:n_heldout], order[n_heldout:]
+    heldout_draws = SessionSample(lists, Sessions(sessions.query[held], sessions.clicks[held]),
+                                  config.simulator_batch_size, generator)
+    heldout = [heldout_draws.next_batch() for _ in range(config.simulator_heldout_batches)]
+    training = SessionSample(lists, Sessions(sessions.query[kept], sessions.clicks[kept]),
+                             config.simulator_batch_size, generator)
+    fit = train_simulator(simulator, config, training, heldout, n_heldout, generator)
     simulator.eval()
-    return simulator, history
+    return simulator, fit
 
 
 # -- scores ----------------------------------------------------------------------

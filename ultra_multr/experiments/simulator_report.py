@@ -4,8 +4,11 @@ For one split of a ULTRA data directory, every query shows the top N of its
 initial list.  Training and held-out click sessions come from click logs or
 are sampled (seeded) from a known click model.  The report then
 
-1. trains the MULTR user simulator on the training sessions (or loads one
-   with ``--simulator_checkpoint``, e.g. the one MULTR saved beside its ranker);
+1. trains the MULTR user simulator on the training sessions with MULTR's
+   own trainer and settings (:func:`ultra_multr.click_models.evaluation.fit_simulator`:
+   a share of them held out for early stopping; ``--simulator_hparams``
+   takes MULTR's ``simulator_*`` names and defaults), or loads one with
+   ``--simulator_checkpoint``, e.g. the one MULTR saved beside its ranker;
 2. fits a position-based model and a cascade model on the same training
    sessions by maximum likelihood (with a weak prior that also serves unseen
    query-document pairs);
@@ -69,17 +72,16 @@ from ultra_multr.click_models.evaluation import (
     SessionModel,
     Sessions,
     SimulatorModel,
-    SimulatorTrainingConfig,
     fit_cascade,
     fit_pbm,
+    fit_simulator,
     observed_ctr,
     score_models,
-    train_simulator,
 )
 from ultra_multr.config import format_hparams, parse_hparams
 from ultra_multr.files import atomic_write_file, atomic_write_text
 from ultra_multr.randomization import random_permutations
-from ultra_multr.simulator import check_compatible, save_simulator
+from ultra_multr.simulator import SimulatorTrainingConfig, check_compatible, save_simulator
 
 logger = logging.getLogger(__name__)
 
@@ -308,9 +310,9 @@ def build_report(
         simulator_info: Dict[str, Any] = {"checkpoint": os.path.abspath(simulator_checkpoint)}
     else:
         generator = torch.Generator().manual_seed(simulator_seed)
-        simulator, history = train_simulator(lists, train, training, generator, heldout, heldout_lists)
+        simulator, fit = fit_simulator(lists, train, training, generator)
         checkpoint = os.path.join(out_dir, SIMULATOR_CKPT)
-        simulator_info = {"checkpoint": checkpoint, "training": asdict(training), "history": history}
+        simulator_info = {"checkpoint": checkpoint, "training": asdict(training), "fit": asdict(fit)}
         save_simulator(checkpoint, simulator, dict(simulator_info, data=source, sessions=sessions_info))
 
     # With one list per held-out session, sample about as many sessions in all as per query otherwise.
@@ -471,7 +473,8 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--simulator_checkpoint", help="score this simulator instead of training one")
     parser.add_argument(
         "--simulator_hparams", default="",
-        help="simulator training, e.g. 'steps=3000,learning_rate=0.003'; defaults: %s"
+        help="simulator network and training, MULTR's names and defaults, e.g. "
+        "'simulator_steps=3000,simulator_learning_rate=0.003'; defaults: %s"
         % format_hparams(SimulatorTrainingConfig()),
     )
     parser.add_argument("--pbm_iterations", type=int, default=200, help="EM iterations of the PBM")
