@@ -15,7 +15,7 @@ from test_rerank_weight import read_valid
 ultra = require_ultra()
 
 from conftest import run_ultra_main  # noqa: E402
-from ultra_multr.session_budget import BUDGET_FILE, LEDGER, SessionBudgetExceeded  # noqa: E402
+from ultra_multr.session_budget import BUDGET_FILE, LEDGER, LEDGER_VERSION, SessionBudgetExceeded  # noqa: E402
 from ultra_multr.simulator import trainer  # noqa: E402
 from ultra_multr.simulator.trivial import PositionClickRates  # noqa: E402
 
@@ -73,7 +73,7 @@ def test_a_click_log_is_every_phases_budget(synthetic_data_dir):
 def test_main_py_writes_the_sessions_of_every_phase(ultra_main, synthetic_data_dir, tmp_path):
     settings = settings_for(tmp_path, "sample_num=2,simulator_steps=3,simulator_batch_size=8,seed=0,rerank_pilot_steps=2,rerank_weight=auto")
     model_dir = tmp_path / "model"
-    run_ultra_main(
+    completed = run_ultra_main(
         ultra_main,
         main_args(settings, str(model_dir), synthetic_data_dir, "--max_train_iteration", "2", "--steps_per_checkpoint", "2"),
         cwd=str(tmp_path),
@@ -88,6 +88,13 @@ def test_main_py_writes_the_sessions_of_every_phase(ultra_main, synthetic_data_d
     assert simulator["heldout_sessions"] == 4 * 8 and simulator["used"] is True  # 4 held-out batches of 8
     assert simulator["decision"] in ("accepted", "rejected") and simulator["simulator_guard"] == "none"
     assert isinstance(summary["torch_threads"], int) and summary["torch_threads"] >= 1
+    # so does the pilot's choice, which the sessions table reads from there, not from the log
+    from ultra_multr.experiments import budget
+
+    choice = summary["decisions"]["rerank_weight"]
+    assert summary["ledger_version"] == LEDGER_VERSION and choice["by"] == "pilot" and len(choice["scores"]) == 3
+    assert "chosen a = %.4f" % choice["chosen"] in completed.stderr
+    assert budget.decided_facts(summary["decisions"]) == {"pilot choice": "%.4f" % choice["chosen"], "refused": ""}
 
 
 def test_too_few_validation_queries_keep_the_stated_fallback(synthetic_data_dir, caplog):
@@ -111,6 +118,7 @@ def test_too_few_heldout_sessions_switch_early_stopping_off(synthetic_data_dir, 
         fit = model.train_simulator({})
     assert "only 16 distinct held-out sessions (< simulator_min_heldout_sessions=300)" in caplog.text
     assert fit["steps_run"] == 6 and fit["best_step"] == 6 and fit["heldout_sessions"] == 16
+    assert LEDGER.decisions["simulator_training"]["early_stopping"] == "too_few_heldout_sessions"
 
 
 def test_a_simulator_below_the_position_only_model_is_rejected_loudly(synthetic_data_dir, caplog, monkeypatch):

@@ -26,8 +26,13 @@ naming the phases' counts.  A fair study gives every method the same
 ``session_budget`` (or the same click log).
 
 Beside the counts, the ledger keeps what a run decided on its evidence
-(:meth:`SessionLedger.record_decision`, e.g. MULTR's ``user_simulator``:
-accepted, rejected or not validated, on how many held-out sessions) and the
+(:meth:`SessionLedger.record_decision`), each written once, when it is
+decided: MULTR's ``user_simulator`` (accepted, rejected or not validated,
+on how many held-out sessions), ``simulator_training`` (early stopping on,
+off, or refused for too few held-out sessions), ``rerank_weight``
+(``rerank_weight=auto``'s a) and ``tune`` (a ``tune`` pilot's value); the
+last two say ``by`` what (one of :data:`CHOSEN_BY`).  Tables read them from
+here (:mod:`ultra_multr.experiments.budget`), not from the log.  Also the
 torch thread count (a simulator's fit differs at another thread count).
 
 In a run of ULTRA's main.py the ledger is written to
@@ -49,6 +54,11 @@ from ultra_multr.files import atomic_write_text
 
 PHASES = ("ranker", "simulator_train", "simulator_heldout", "rerank_pilot", "tuning_pilot")
 BUDGET_FILE = "session_budget.json"
+#: ``session_budget.json``'s ``ledger_version``: 2 holds every pilot's choice and refusal among the decisions.
+LEDGER_VERSION = 2
+#: How a pilot's choice was made (``by`` of the ``rerank_weight`` and ``tune`` decisions): by its pilot, or
+#: without one: too few validation queries, no validation split, the simulator not used, a single candidate.
+CHOSEN_BY = ("pilot", "too_few_validation_queries", "no_validation_split", "simulator_not_used", "only_candidate")
 
 
 class SessionBudgetExceeded(RuntimeError):
@@ -126,8 +136,9 @@ class SessionLedger:
 
     def summary(self) -> Dict:
         """What ``session_budget.json`` holds: per-phase counts, the total, the budget, the log's size,
-        the run's decisions and the torch thread count."""
+        the run's decisions, the torch thread count and the ledger's version."""
         return {
+            "ledger_version": LEDGER_VERSION,
             "phases": {phase: dict(count) for phase, count in self.counts.items()},
             "total_sessions": self.total,
             "session_budget": self.budget,
@@ -167,4 +178,4 @@ def read_summary(run_dir: str) -> Optional[Dict]:
         return json.load(handle)
 
 
-__all__ = ["BUDGET_FILE", "LEDGER", "PHASES", "SessionBudgetExceeded", "SessionLedger", "read_summary", "write_summary"]
+__all__ = ["BUDGET_FILE", "CHOSEN_BY", "LEDGER", "LEDGER_VERSION", "PHASES", "SessionBudgetExceeded", "SessionLedger", "read_summary", "write_summary"]

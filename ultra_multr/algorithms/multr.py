@@ -120,7 +120,7 @@ from ultra_multr.algorithms.base import LOGGER
 from ultra_multr.algorithms.dla import DLA
 from ultra_multr.algorithms.multr_config import AUTHORS_CODE, RANDOMIZED, MULTRConfig
 from ultra_multr.algorithms.multr_simulator import SimulatorLifecycle
-from ultra_multr.algorithms.pilot import DEFAULT_BATCH_SIZE, choose_by_validation, read_validation_set
+from ultra_multr.algorithms.pilot import DEFAULT_BATCH_SIZE, choose_by_validation, read_validation_set, record_choice
 
 
 class DoublyRobustMixin(SimulatorLifecycle):
@@ -172,7 +172,8 @@ class DoublyRobustMixin(SimulatorLifecycle):
         return clicks[:, 0], to_document_order(clicks[:, 1:], permutations)
 
     def select_rerank_weight(self, valid_set=None, batch_size: Optional[int] = None) -> float:
-        """Choose a ("auto") by the validation pilot; sets and returns it.
+        """Choose a ("auto") by the validation pilot; sets and returns it, and writes it, with how it was
+        chosen, into the run's ledger (decision ``rerank_weight``, :func:`.pilot.record_choice`).
 
         Args:
             valid_set: the validation split (ULTRA ``DataSet``, padded to
@@ -189,30 +190,34 @@ class DoublyRobustMixin(SimulatorLifecycle):
             valid_set = read_validation_set(self.exp_settings) if args is not None else None
         if len(candidates) > 1 and not self._simulator_ready:  # Algorithm 1: simulator first, once
             self.prepare_simulator()
+        scores = None
         if len(candidates) == 1:
-            chosen = candidates[0]
+            chosen, by = candidates[0], "only_candidate"
         elif self.simulator_fallback:
-            chosen = 0.0
+            chosen, by = 0.0, "simulator_not_used"
             LOGGER.warning("rerank_weight=auto: the user simulator is not used (%s's losses); a = 0 without a pilot",
                            self.host_name())
         elif valid_set is None:
-            chosen = fallback
+            chosen, by = fallback, "no_validation_split"
             LOGGER.warning(
                 "rerank_weight=auto: no validation split (not run by main.py and none passed to "
                 "select_rerank_weight); using rerank_weight_fallback=%s, a = %.4f", config.rerank_weight_fallback, chosen,
             )
         elif len(valid_set.initial_list) < config.pilot_min_queries:
-            chosen = fallback
+            chosen, by = fallback, "too_few_validation_queries"
             LOGGER.warning(
                 "rerank_weight=auto: only %d validation queries (< pilot_min_queries=%d): too little evidence to "
                 "choose; using rerank_weight_fallback=%s, a = %.4f",
                 len(valid_set.initial_list), config.pilot_min_queries, config.rerank_weight_fallback, chosen,
             )
         else:
-            chosen = choose_by_validation(
+            chosen, scores = choose_by_validation(
                 self, valid_set, candidates, self.hparams.rerank_pilot_steps,
                 batch_size or (args.batch_size if args is not None else DEFAULT_BATCH_SIZE),
             )
+            by = "pilot"
+        record_choice("rerank_weight", chosen, by, valid_set, scores, candidates=list(candidates),
+                      pilot_min_queries=config.pilot_min_queries)
         self.rerank_weight = chosen
         return chosen
 

@@ -197,7 +197,8 @@ class SimulatorLifecycle(SimulatorData):
     def train_simulator(self, metadata: Dict, partial_path: Optional[str] = None) -> Dict:
         """Algorithm 1, lines 2-5: :func:`ultra_multr.simulator.trainer.train_simulator` on the
         training click stream, measured on held-out sessions (:meth:`simulator_data`); returns the
-        checkpoint metadata (``metadata`` plus the held-out results).
+        checkpoint metadata (``metadata`` plus the held-out results).  Its steps and early stopping go to the
+        run's ledger (decision ``simulator_training``).
 
         Every ``simulator_eval_every`` steps the training state goes to
         ``partial_path`` (when given), from which a killed run resumes and
@@ -218,6 +219,13 @@ class SimulatorLifecycle(SimulatorData):
             self.simulator, config, FeedStream(self, feed, train_set), heldout,
             self.heldout_session_count(train_set, heldout_set, feed), self.generator, partial_path, metadata,
         )
+        LEDGER.record_decision("simulator_training", {
+            "steps_run": fit.steps_run,
+            "best_step": fit.best_step,
+            "early_stopping": fit.early_stopping,
+            "heldout_sessions": fit.heldout_sessions,
+            "min_heldout_sessions": config.simulator_min_heldout_sessions,
+        })
         return dict(metadata, **fit.checkpoint_facts())
 
     def host_name(self) -> str:

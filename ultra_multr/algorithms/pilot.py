@@ -25,7 +25,7 @@ import math
 import random
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, Sequence
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -33,7 +33,7 @@ import ultra
 
 from ultra_multr import tensorboard
 from ultra_multr.compat import runtime
-from ultra_multr.session_budget import LEDGER
+from ultra_multr.session_budget import CHOSEN_BY, LEDGER
 
 LOGGER = logging.getLogger("ultra_multr")
 
@@ -189,8 +189,8 @@ def pilot_scores(
 
 def choose_by_validation(
     algorithm, valid_set, candidates: Sequence[float], steps: int, batch_size: int
-) -> float:
-    """The candidate a with the best validation score after the pilot (logged)."""
+) -> Tuple[float, Dict[float, float]]:
+    """The candidate a with the best validation score after the pilot (logged), and every candidate's score."""
     started = time.perf_counter()
     scores = pilot_scores(algorithm, valid_set, candidates, steps, batch_size)
     chosen = max(scores, key=lambda weight: scores[weight])  # first of the best on ties (candidates' order)
@@ -199,7 +199,32 @@ def choose_by_validation(
         "rerank_weight=auto: pilot of %d steps, %s by a: %s; chosen a = %.4f (%.1f s)",
         steps, metric, ", ".join("%.4f: %.4f" % kv for kv in scores.items()), chosen, time.perf_counter() - started,
     )
-    return chosen
+    return chosen, scores
 
 
-__all__ = ["DEFAULT_BATCH_SIZE", "choose_by_validation", "pilot_scores", "read_validation_set", "restored_state"]
+def record_choice(
+    name: str, chosen: float, by: str, valid_set=None, scores: Optional[Dict[float, float]] = None, **facts: Any
+) -> None:
+    """Write a pilot's choice into the run's ledger as the decision ``name`` (``rerank_weight``, ``tune``).
+
+    Args:
+        by: how it was chosen, one of :data:`ultra_multr.session_budget.CHOSEN_BY`.
+        valid_set: the validation split it had (None: none), counted as ``validation_queries``.
+        scores: each candidate's validation score, when its pilot ran.
+        facts: more JSON-serialisable facts (e.g. ``pilot_min_queries``).
+    """
+    if by not in CHOSEN_BY:
+        raise ValueError("unknown way of choosing %r; known: %s" % (by, ", ".join(CHOSEN_BY)))
+    LEDGER.record_decision(name, dict(
+        facts,
+        chosen=chosen,
+        by=by,
+        validation_queries=None if valid_set is None else len(valid_set.initial_list),
+        scores=None if scores is None else [[value, score] for value, score in scores.items()],
+    ))
+
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE", "choose_by_validation", "pilot_scores", "read_validation_set", "record_choice",
+    "restored_state",
+]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from ultra_multr.algorithms.pilot import DEFAULT_BATCH_SIZE, pilot_scores, read_validation_set
+from ultra_multr.algorithms.pilot import DEFAULT_BATCH_SIZE, pilot_scores, read_validation_set, record_choice
 from ultra_multr.compat import runtime
 
 LOGGER = logging.getLogger("ultra_multr")
@@ -36,7 +36,8 @@ def set_hparam(algorithm, name: str, value: float) -> None:
 
 
 def tune(algorithm, valid_set=None, batch_size: int = None) -> float:
-    """Choose ``algorithm.hparams.tune`` from ``tune_grid`` by the validation pilot; sets and returns it.
+    """Choose ``algorithm.hparams.tune`` from ``tune_grid`` by the validation pilot; sets and returns it, and
+    writes it, with how it was chosen, into the run's ledger (decision ``tune``, :func:`.pilot.record_choice`).
 
     Args:
         valid_set: the validation split (padded to ``max_candidate_num``);
@@ -49,14 +50,17 @@ def tune(algorithm, valid_set=None, batch_size: int = None) -> float:
     args = runtime.main_args()
     if valid_set is None:
         valid_set = read_validation_set(algorithm.exp_settings)
+    facts = {"hparam": name, "configured": configured, "pilot_min_queries": config.pilot_min_queries}
     if valid_set is None:
         LOGGER.warning("tune=%s: no validation split (not run by main.py); keeping %s = %g", name, name, configured)
+        record_choice("tune", configured, "no_validation_split", **facts)
         return configured
     if len(valid_set.initial_list) < config.pilot_min_queries:
         LOGGER.warning(
             "tune=%s: only %d validation queries (< pilot_min_queries=%d): too little evidence to choose; "
             "keeping %s = %g", name, len(valid_set.initial_list), config.pilot_min_queries, name, configured,
         )
+        record_choice("tune", configured, "too_few_validation_queries", valid_set, **facts)
         return configured
     batch_size = batch_size or (args.batch_size if args is not None else DEFAULT_BATCH_SIZE)
     scores = pilot_scores(
@@ -70,6 +74,7 @@ def tune(algorithm, valid_set=None, batch_size: int = None) -> float:
         name, config.tune_pilot_steps, algorithm.exp_settings.get("objective_metric", "validation metric"),
         ", ".join("%g: %.4f" % kv for kv in scores.items()), name, chosen,
     )
+    record_choice("tune", chosen, "pilot", valid_set, scores, **facts)
     return chosen
 
 

@@ -4,12 +4,12 @@ The fair protocol (docs/fair_protocol.md) gives every method one click budget
 and the same tuning budget; this module puts the evidence beside the result
 tables.  For every finished run under a runner's ``runs`` folder:
 
-* the sessions per phase (``<run>/model/session_budget.json``, written by
-  :mod:`ultra_multr.session_budget`; also in ``done.json`` under ``sessions``)
-  and the ranker's clicks per list (lists without a click dropped);
-* from ``train.stderr``: the rerank pilot's and a baseline's ``tune`` pilot's
+* the sessions per phase (the run's ledger ``<run>/model/session_budget.json``,
+  written by :mod:`ultra_multr.session_budget`; also in ``done.json`` under
+  ``sessions``) and the ranker's clicks per list (lists without a click dropped);
+* from the ledger's decisions: the rerank pilot's and a ``tune`` pilot's
   choice, and the refusals (too few validation queries or held-out sessions,
-  a rejected simulator).
+  a rejected or unvalidated simulator).
 
 CLI::
 
@@ -22,13 +22,15 @@ import json
 import os
 import re
 import sys
-from typing import Dict, List, Sequence
+from typing import Any, Dict, List, Sequence
 
 from ultra_multr.files import atomic_write_text
 from ultra_multr.session_budget import PHASES, read_summary
 from ultra_multr.experiments.aggregate import finished_run_dirs
 
-#: (column, pattern of train.stderr whose first group is the cell)
+#: The ledger's simulator decisions that refuse it (simulator_guard=position), as the table names them.
+REFUSED_SIMULATOR = {"rejected": "USER SIMULATOR REJECTED", "not_validated": "USER SIMULATOR NOT VALIDATED"}
+#: (column, pattern of train.stderr whose first group is the cell): the facts of a run before ledger_version 2.
 LOG_FACTS = (
     ("pilot choice", re.compile(r"rerank_weight=auto: pilot of .*; chosen a = ([0-9.]+)")),
     ("pilot choice", re.compile(r"tune=(\w+: pilot of .*); chosen \w+ = ([0-9.e+-]+)")),
@@ -38,8 +40,50 @@ LOG_FACTS = (
 )
 
 
+def decided_facts(decisions: Dict[str, Dict[str, Any]]) -> Dict[str, str]:
+    """The "pilot choice" and "refused" cells of a ledger's decisions (:mod:`ultra_multr.session_budget`).
+
+    Refusals in the order a run meets them: early stopping for too few
+    held-out sessions, a simulator not validated on too few of them, a pilot
+    with too few validation queries; then a refused simulator's verdict.
+    """
+    choices, refused = [], []
+    if decisions.get("simulator_training", {}).get("early_stopping") == "too_few_heldout_sessions":
+        refused.append("only %d distinct held-out sessions" % decisions["simulator_training"]["heldout_sessions"])
+    simulator = decisions.get("user_simulator", {})
+    simulator_refused = simulator.get("host_losses", False)
+    if simulator_refused and simulator["decision"] == "not_validated":
+        refused.append("only %d distinct held-out sessions" % simulator["heldout_sessions"])
+    for name, cell in (("rerank_weight", lambda d: "%.4f" % d["chosen"]),
+                       ("tune", lambda d: "%s = %g" % (d["hparam"], d["chosen"]))):
+        choice = decisions.get(name, {})
+        if choice.get("by") == "pilot":
+            choices.append(cell(choice))
+        elif choice.get("by") == "simulator_not_used":
+            choices.append("the user simulator is not used")
+        elif choice.get("by") == "too_few_validation_queries":
+            refused.append("only %d validation queries" % choice["validation_queries"])
+    if simulator_refused:
+        refused.append(REFUSED_SIMULATOR[simulator["decision"]])
+    return {"pilot choice": "; ".join(choices), "refused": "; ".join(refused)}
+
+
+def logged_facts(run_dir: str) -> Dict[str, str]:
+    """The "pilot choice" and "refused" cells of a run's ``train.stderr`` (:data:`LOG_FACTS`)."""
+    stderr = os.path.join(run_dir, "train.stderr")
+    text = open(stderr).read() if os.path.isfile(stderr) else ""
+    facts: Dict[str, str] = {}
+    for column, pattern in LOG_FACTS:
+        for match in pattern.finditer(text):
+            cell = match.group(match.lastindex)
+            if pattern.groups > 1:  # tune: "<hparam>: pilot ..." -> "<hparam> = value"
+                cell = "%s = %s" % (match.group(1).split(":")[0], cell)
+            facts[column] = "; ".join(filter(None, [facts.get(column, ""), cell]))
+    return facts
+
+
 def run_facts(run_dir: str) -> Dict[str, str]:
-    """The run's sessions per phase and its logged pilot choices / refusals (column -> cell)."""
+    """The run's sessions per phase and its pilot choices / refusals (column -> cell)."""
     with open(os.path.join(run_dir, "run.json")) as handle:
         info = json.load(handle)
     facts = {
@@ -56,14 +100,9 @@ def run_facts(run_dir: str) -> Dict[str, str]:
     ranker = (summary or {}).get("phases", {}).get("ranker", {})
     if ranker.get("lists") and "clicks" in ranker:
         facts["ranker clicks per list"] = "%.3f" % (ranker["clicks"] / ranker["lists"])
-    stderr = os.path.join(run_dir, "train.stderr")
-    text = open(stderr).read() if os.path.isfile(stderr) else ""
-    for column, pattern in LOG_FACTS:
-        for match in pattern.finditer(text):
-            cell = match.group(match.lastindex)
-            if pattern.groups > 1:  # tune: "<hparam>: pilot ..." -> "<hparam> = value"
-                cell = "%s = %s" % (match.group(1).split(":")[0], cell)
-            facts[column] = "; ".join(filter(None, [facts.get(column, ""), cell]))
+    # Runs before ledger_version 2 are read from their log: the committed sessions tables were made from such runs.
+    facts.update(decided_facts(summary["decisions"]) if summary and "ledger_version" in summary
+                 else logged_facts(run_dir))
     return facts
 
 

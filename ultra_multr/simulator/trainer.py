@@ -40,6 +40,8 @@ from ultra_multr.simulator.trivial import PositionClickRates
 LOGGER = logging.getLogger("ultra_multr")
 #: A progress line at least this often while the simulator trains.
 LOG_SECONDS = 60.0
+#: SimulatorFit.early_stopping: on, off (simulator_patience=0), or off for too few held-out sessions.
+EARLY_STOPPING = ("on", "off", "too_few_heldout_sessions")
 
 
 class SessionStream(Protocol):
@@ -66,7 +68,7 @@ class SimulatorFit:
         heldout_log_likelihood_per_position: [N] its mean per position.
         heldout_sessions: the distinct held-out sessions it rests on.
         trivial_log_likelihood: the position-only click model's, on the same held-out batches.
-        early_stopping: whether early stopping was on (off when asked for, but too few held-out sessions).
+        early_stopping: one of :data:`EARLY_STOPPING`.
         curve: one ``{"step", "loss", "heldout_log_likelihood"}`` per evaluation.
     """
 
@@ -76,7 +78,7 @@ class SimulatorFit:
     heldout_log_likelihood_per_position: List[float]
     heldout_sessions: int
     trivial_log_likelihood: float
-    early_stopping: bool
+    early_stopping: str
     curve: Tuple[Dict[str, float], ...]
 
     def checkpoint_facts(self) -> Dict[str, Any]:
@@ -243,6 +245,6 @@ def train_simulator(
         heldout_log_likelihood_per_position=per_position,
         heldout_sessions=heldout_sessions,
         trivial_log_likelihood=trivial.log_likelihood((b.labels, b.mask) for b in heldout),
-        early_stopping=patience > 0,
+        early_stopping="on" if patience else "too_few_heldout_sessions" if config.simulator_patience else "off",
         curve=tuple(curve),
     )
