@@ -134,7 +134,8 @@ def test_a_simulator_below_the_position_only_model_is_rejected_loudly(synthetic_
     assert LEDGER.decisions["user_simulator"]["decision"] == "rejected"
 
     kept, _, _ = build(synthetic_data_dir, PILOT + ",simulator_guard=position")
-    monkeypatch.setattr(trainer, "heldout_log_likelihood", lambda simulator, batches: (0.0, [0.0]))  # above any click model
+    # above any click model
+    monkeypatch.setattr(trainer, "heldout_log_likelihood", lambda simulator, batches: (0.0, [0.0]))
     kept.prepare_simulator()
     assert not kept.simulator_fallback and kept.sampler is kept.simulator
     assert LEDGER.decisions["user_simulator"]["decision"] == "accepted"

@@ -52,7 +52,8 @@ CASES = {
 EXPECTED = {
     "simulator not validated": {
         "pilot choice": "the user simulator is not used",
-        "refused": "only 16 distinct held-out sessions; only 16 distinct held-out sessions; USER SIMULATOR NOT VALIDATED",
+        "refused": "only 16 distinct held-out sessions; only 16 distinct held-out sessions; "
+                   "USER SIMULATOR NOT VALIDATED",
     },
     "simulator rejected": {"pilot choice": "the user simulator is not used", "refused": "USER SIMULATOR REJECTED"},
     "too few validation queries": {"pilot choice": "", "refused": "only 12 validation queries"},
@@ -86,7 +87,7 @@ def test_the_table_reads_from_the_ledger_what_it_parsed_from_the_log(synthetic_d
 def test_a_run_before_the_ledger_held_its_choices_is_read_from_its_log(tmp_path):
     old = {"phases": {"ranker": {"sessions": 9, "lists": 8, "clicks": 8}}, "total_sessions": 9, "decisions": {}}
     new = dict(old, ledger_version=LEDGER_VERSION)
-    log = "[ultra_multr] tune=learning_rate: pilot of 3 steps, ndcg_10 by value: 0.01: 0.5; chosen learning_rate = 0.2\n"
+    log = "[ultra_multr] tune=learning_rate: pilot of 3 steps, ndcg_10 by value: 0.01: 0.5; chosen learning_rate = 0.2"
     for name, summary in (("old", old), ("new", new)):
         run_dir = tmp_path / "runs" / name
         (run_dir / "model").mkdir(parents=True)

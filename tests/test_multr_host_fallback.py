@@ -84,7 +84,8 @@ def test_a_simulator_not_used_leaves_dlas_losses_and_updates(synthetic_data_dir,
 
 def test_a_validated_simulator_is_used_and_its_decision_recorded(synthetic_data_dir, monkeypatch):
     multr, feed, data = build(synthetic_data_dir, ",".join([COMMON, SIMULATOR, "simulator_guard=position"]))
-    monkeypatch.setattr(trainer, "heldout_log_likelihood", lambda simulator, batches: (0.0, [0.0]))  # above any click model
+    # above any click model
+    monkeypatch.setattr(trainer, "heldout_log_likelihood", lambda simulator, batches: (0.0, [0.0]))
     multr.prepare_simulator()
     assert not multr.simulator_fallback
     summary = LEDGER.summary()
@@ -135,7 +136,8 @@ def test_multrs_propensities_are_dlas_on_the_same_batches_and_the_papers_couplin
     params = {}
     for coupling in ("dla", "multr"):
         multr, feed, data = build(synthetic_data_dir, ",".join([COMMON, SIMULATOR, "propensity_ranker=" + coupling]))
-        monkeypatch.setattr(trainer, "heldout_log_likelihood", lambda simulator, batches: (0.0, [0.0]))  # accepted: DR loss
+        # accepted: DR loss
+        monkeypatch.setattr(trainer, "heldout_log_likelihood", lambda simulator, batches: (0.0, [0.0]))
         dla, _, _ = build(synthetic_data_dir, COMMON, algorithm="ultra_multr.DLA")
         multr.prepare_simulator()
         assert not multr.simulator_fallback

@@ -16,7 +16,8 @@ from ultra_multr.click_models import evaluation  # noqa: E402
 from ultra_multr.config import parse_hparams  # noqa: E402
 from ultra_multr.simulator import ContextAwareUserSimulator, SimulatorTrainingConfig, trainer  # noqa: E402
 
-TRAINING = "simulator_steps=6,simulator_eval_every=2,simulator_patience=2,simulator_min_heldout_sessions=0,cuda_graphs=off"
+TRAINING = ("simulator_steps=6,simulator_eval_every=2,simulator_patience=2,simulator_min_heldout_sessions=0,"
+            "cuda_graphs=off")
 
 
 def training_fields(config) -> dict:

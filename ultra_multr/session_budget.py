@@ -178,4 +178,7 @@ def read_summary(run_dir: str) -> Optional[Dict]:
         return json.load(handle)
 
 
-__all__ = ["BUDGET_FILE", "CHOSEN_BY", "LEDGER", "LEDGER_VERSION", "PHASES", "SessionBudgetExceeded", "SessionLedger", "read_summary", "write_summary"]
+__all__ = [
+    "BUDGET_FILE", "CHOSEN_BY", "LEDGER", "LEDGER_VERSION", "PHASES", "SessionBudgetExceeded", "SessionLedger",
+    "read_summary", "write_summary",
+]

@@ -360,7 +360,8 @@ class SessionSample:
         """[B, N, F] features, [B, N] clicks and mask of B drawn sessions."""
         pick = torch.randint(len(self.sessions), (self.batch_size,), generator=self.generator)
         query = self.sessions.query[pick]
-        return Batch(features=self.lists.features[query], labels=self.sessions.clicks[pick], mask=self.lists.mask[query])
+        lists = self.lists
+        return Batch(features=lists.features[query], labels=self.sessions.clicks[pick], mask=lists.mask[query])
 
     def state(self) -> Dict[str, torch.Tensor]:
         return {"generator": self.generator.get_state()}
