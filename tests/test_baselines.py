@@ -318,6 +318,7 @@ def main_py_logs(ultra_main, synthetic_data_dir, tmp_path_factory):
 
 
 @pytest.mark.parametrize("method", sorted(MAIN_PY_RUNS))
+@pytest.mark.slow
 def test_trains_through_ultra_main(main_py_logs, method):
     returncode, log, model_dir = main_py_logs[method]
     assert returncode == 0, log[-3000:]

@@ -49,6 +49,7 @@ def test_parse_errors_name_the_culprit(text, message):
         parse_hparams(Example, text, source="my_settings.json")
 
 
+@pytest.mark.slow
 def test_startup_hook_lets_ultra_import_without_tensorflow_and_removes_the_placeholder():
     require_ultra()
     code = (

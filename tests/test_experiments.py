@@ -269,6 +269,7 @@ def test_runner_refuses_names_that_share_a_folder_naming_both(tmp_path, capsys):
         expand_runs(load_config(_write_config(tmp_path, sweeps=[sweep])))
 
 
+@pytest.mark.slow
 def test_runner_resumes_and_skips_finished_runs(tmp_path):
     commands, calls, crash = _fake_commands(tmp_path)
     runs = expand_runs(load_config(_write_config(tmp_path)))
@@ -369,6 +370,7 @@ def _alive(pid):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux's")
+@pytest.mark.slow
 def test_runner_lock_refuses_a_second_runner_and_children_die_with_a_killed_runner(tmp_path):
     config = _write_config(tmp_path)
     out = str(tmp_path / "out")
@@ -404,6 +406,7 @@ def test_runner_lock_refuses_a_second_runner_and_children_die_with_a_killed_runn
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the leftover check reads /proc/<pid>/cwd")
+@pytest.mark.slow
 def test_restart_kills_a_step_left_running_in_the_run_folder_before_wiping_it(tmp_path):
     commands, calls, _ = _fake_commands(tmp_path)
     runs = expand_runs(load_config(_write_config(tmp_path)))[:1]
@@ -437,6 +440,7 @@ sys.exit(3)
 """
 
 
+@pytest.mark.slow
 def test_a_failed_step_keeps_its_whole_stderr_and_reports_its_tail(tmp_path):
     from ultra_multr.experiments.runner.stderr_copy import TAIL_BYTES
 
@@ -747,6 +751,7 @@ def test_settings_files_that_are_not_json_fail_naming_the_file(tmp_path):
         evaluate_main(["--data_dir", str(tmp_path), "--setting_file", str(bad), "--model_dir", "m", "--out", "o"])
 
 
+@pytest.mark.slow
 def test_runner_trains_through_ultra_main_and_matches_ultra_evaluation(tmp_path):
     """One DLA run through ULTRA's unmodified main.py; our test metrics equal main.py --test_only's."""
     require_ultra()
@@ -778,6 +783,7 @@ def test_runner_trains_through_ultra_main_and_matches_ultra_evaluation(tmp_path)
         assert summary[name] == pytest.approx(theirs[name], abs=6e-4)  # main.py prints 3 decimals
 
 
+@pytest.mark.slow
 def test_done_json_records_each_steps_peak_memory(tmp_path):
     """A step that holds 300 MiB shows it in done.json; the next step of the same run does not carry it over."""
     fake, _, _ = _fake_commands(tmp_path)

@@ -69,6 +69,7 @@ def test_a_click_log_is_every_phases_budget(synthetic_data_dir):
               feed_hparams="click_model_json=%s,sessions_per_query=2,session_budget=5" % CASCADE)
 
 
+@pytest.mark.slow
 def test_main_py_writes_the_sessions_of_every_phase(ultra_main, synthetic_data_dir, tmp_path):
     settings = settings_for(tmp_path, "sample_num=2,simulator_steps=3,simulator_batch_size=8,seed=0,rerank_pilot_steps=2,rerank_weight=auto")
     model_dir = tmp_path / "model"

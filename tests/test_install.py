@@ -5,7 +5,10 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO_ROOT
+
+pytestmark = pytest.mark.slow  # every test here starts a process
 
 HIDE_ULTRA = "import sys, pytest; sys.modules['ultra'] = None; sys.exit(pytest.main(sys.argv[1:]))"
 

@@ -51,6 +51,7 @@ def main_args(settings, model_dir, data_dir, *extra):
     ] + list(extra)
 
 
+@pytest.mark.slow
 def test_main_py_trains_then_evaluates_multr(ultra_main, synthetic_data_dir, tmp_path):
     settings = settings_for(
         tmp_path, "sample_num=2,simulator_steps=6,simulator_batch_size=16,simulator_log_every=3,seed=0,rerank_weight=auto,rerank_pilot_steps=2"
@@ -101,6 +102,7 @@ def test_main_py_trains_then_evaluates_multr(ultra_main, synthetic_data_dir, tmp
     assert len(scores) > 12
 
 
+@pytest.mark.slow
 def test_main_py_test_only_refuses_a_model_dir_without_ranker(ultra_main, synthetic_data_dir, tmp_path):
     settings = settings_for(tmp_path, "simulator_steps=0")
     empty = str(tmp_path / "never_trained")
@@ -108,6 +110,7 @@ def test_main_py_test_only_refuses_a_model_dir_without_ranker(ultra_main, synthe
         run_ultra_main(ultra_main, main_args(settings, empty, synthetic_data_dir, "--test_only", "True"), cwd=str(tmp_path))
 
 
+@pytest.mark.slow
 def test_main_py_refuses_a_cutoff_longer_than_every_list(ultra_main, tmp_path):
     from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset
 
@@ -123,12 +126,14 @@ def test_main_py_refuses_a_cutoff_longer_than_every_list(ultra_main, tmp_path):
     assert "user simulator" not in completed.stdout + completed.stderr
 
 
+@pytest.mark.slow
 def test_main_py_refuses_test_only_false(ultra_main, synthetic_data_dir, tmp_path):
     settings = settings_for(tmp_path, "simulator_steps=0")
     with pytest.raises(AssertionError, match="--test_only 'False'.*type=bool"):
         run_ultra_main(ultra_main, main_args(settings, str(tmp_path / "m"), synthetic_data_dir, "--test_only", "False"), cwd=str(tmp_path))
 
 
+@pytest.mark.slow
 def test_missing_click_model_file_is_named(ultra_main, synthetic_data_dir, tmp_path):
     settings = settings_for(tmp_path, "simulator_steps=0", feed_hparams="click_model_json=click_models/nope.json,seed=0")
     with pytest.raises(AssertionError, match="nope.json"):

@@ -22,6 +22,8 @@ ultra = require_ultra()
 
 from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset  # noqa: E402
 
+pytestmark = pytest.mark.slow  # every test here starts a process
+
 SETTINGS_DIR = os.path.join(REPO_ROOT, "settings")
 SETTINGS_FILES = sorted(name for name in os.listdir(SETTINGS_DIR) if name.endswith(".json"))
 #: Test-sized values of hparams a settings file may set (only those it sets are shortened).
