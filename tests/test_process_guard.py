@@ -70,8 +70,8 @@ def test_a_suite_fails_each_unmarked_test_that_starts_a_process(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(REPO_ROOT, "tests"),
                                                        os.environ.get("PYTHONPATH", "")]))
     completed = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestUnknownMarkWarning",
-         str(tmp_path)], cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "-W", "ignore::pytest.PytestUnknownMarkWarning", str(tmp_path)], cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120,
     )
     out = completed.stdout
     assert "2 failed, 1 passed, 1 error" in out, out[-3000:]  # the fixture's test errs at its setup
