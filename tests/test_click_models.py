@@ -7,12 +7,11 @@ import os
 import random
 
 import pytest
-from conftest import require_ultra
+from conftest import REPO_ROOT as REPO, require_ultra
 import torch
 
 from ultra_multr import click_models as cm
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Monte-Carlo tolerance in binomial standard deviations; every test is
 # seeded, so this only guards against an unlucky choice of seed.
 Z = 4.5

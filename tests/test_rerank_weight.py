@@ -78,7 +78,8 @@ def test_the_choice_reads_only_the_validation_split(synthetic_data_dir, tmp_path
     other_test = str(tmp_path / "other_test") + "/"  # ULTRA joins data_dir + prefix
     shutil.copytree(synthetic_data_dir, other_test)
     shutil.rmtree(os.path.join(other_test, "test"))  # no test split at all
-    assert pilot_log(synthetic_data_dir) == pilot_log(other_test)
+    logged = pilot_log(synthetic_data_dir)
+    assert logged == pilot_log(other_test)
 
     other_valid = str(tmp_path / "other_valid") + "/"
     shutil.copytree(synthetic_data_dir, other_valid)
@@ -87,7 +88,7 @@ def test_the_choice_reads_only_the_validation_split(synthetic_data_dir, tmp_path
         rows = [line.split() for line in handle if line.strip()]
     with open(labels, "w") as handle:  # each query's labels in reverse order
         handle.write("".join("%s %s\n" % (row[0], " ".join(reversed(row[1:]))) for row in rows))
-    assert pilot_log(other_valid)[1] != pilot_log(synthetic_data_dir)[1]
+    assert pilot_log(other_valid)[1] != logged[1]
 
 
 def test_without_a_validation_split_auto_falls_back_to_the_paper_weight(synthetic_data_dir, caplog):
