@@ -1,7 +1,7 @@
 """Table 2's baselines and MULTR on IPW inside ULTRA: settings files, algorithm behaviour.
 
-Their pure math is tested in test_baseline_losses.py; every settings file goes through main.py in
-test_settings_and_demo.py.
+Their pure math is tested in tests/losses/test_baseline_losses.py; every settings file goes through main.py in
+tests/test_settings_and_demo.py.
 """
 from __future__ import annotations
 

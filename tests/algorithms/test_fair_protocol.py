@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from conftest import require_ultra
-from test_multr_ultra import CASCADE, build, main_args, settings_for, train_losses
-from test_rerank_weight import read_valid
+from algorithm_setup import CASCADE, build, main_args, read_valid, settings_for, train_losses
 
 ultra = require_ultra()
 

@@ -13,18 +13,12 @@ import torch
 
 ultra = require_ultra()
 
-from test_multr_ultra import build, train_losses  # noqa: E402
+from algorithm_setup import build, read_valid, train_losses  # noqa: E402
 
 from ultra_multr.compat import runtime  # noqa: E402
 from ultra_multr.config import HParamError  # noqa: E402
 
 PILOT = "rerank_weight=auto,sample_num=2,simulator_steps=2,simulator_batch_size=8,seed=3,device=cpu,rerank_pilot_steps=3,log_every=0"
-
-
-def read_valid(data_dir, max_candidate_num):
-    valid = ultra.utils.read_data(data_dir, "valid", None, 0)
-    valid.pad(max_candidate_num)
-    return valid
 
 
 def state_of(model):

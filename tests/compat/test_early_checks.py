@@ -2,7 +2,7 @@
 
 What main.py does with them (it waits, then its own checks reuse the cache the second process filled;
 a bad file is still named by file and line; the off switch) is shown by the main.py runs of
-tests/test_main_py_outputs.py.  Here: which command lines start them, and a real interpreter start
+tests/compat/test_main_py_outputs.py.  Here: which command lines start them, and a real interpreter start
 of a stand-in main.py (the hook's part only, without torch or ULTRA: fast).
 """
 from __future__ import annotations
