@@ -12,6 +12,8 @@ import pytest
 
 from conftest import require
 
+pytestmark = pytest.mark.slow  # every test here starts a process
+
 require("pyarrow")
 require("pandas")
 require("matplotlib")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from typing import List
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -16,9 +15,22 @@ def read(path: str) -> str:
         return handle.read()
 
 
+#: The folders this repository writes (not ULTRA's copy, virtual environments or build outputs).
+OURS = ("docs", "studies", "benchmarks", "example", "settings", "tests", "ultra_multr")
+
+
+def our_files() -> List[str]:
+    """Repository-relative paths of README.md and every file under :data:`OURS`."""
+    found = ["README.md"]
+    for top in OURS:
+        for folder, folders, files in os.walk(os.path.join(REPO, top)):
+            folders[:] = [f for f in folders if not f.startswith((".", "__pycache__"))]
+            found += [os.path.relpath(os.path.join(folder, f), REPO) for f in files]
+    return found
+
+
 def markdown_files() -> List[str]:
-    listed = subprocess.run(["git", "ls-files", "*.md"], cwd=REPO, capture_output=True, text=True, check=True)
-    return [path for path in listed.stdout.split() if os.path.exists(os.path.join(REPO, path))]
+    return [path for path in our_files() if path.endswith(".md")]
 
 
 def test_the_index_lists_every_topic_page_and_every_study():
@@ -50,9 +62,8 @@ def test_the_layout_page_names_every_module_and_package():
 
 
 def test_every_file_the_layout_page_names_exists():
-    listed = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    listed = our_files()
     paths = set(listed) | {os.path.dirname(p) + "/" for p in listed}
-    paths |= {os.path.relpath(os.path.join(d, f), REPO) for d, _, fs in os.walk(PACKAGE) for f in fs}
     for token in re.findall(r"`([^`\s]+\.(?:py|sh|md)|[a-z_]+/)`", read("docs/layout.md")):
         exists = any(p == token or p.endswith("/" + token) or p.startswith(token) for p in paths)
         assert exists, "docs/layout.md names %s, which is not in the tree" % token

@@ -5,7 +5,10 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO_ROOT
+
+pytestmark = pytest.mark.slow  # every test here starts a process
 
 HIDE_ULTRA = "import sys, pytest; sys.modules['ultra'] = None; sys.exit(pytest.main(sys.argv[1:]))"
 
@@ -13,7 +16,7 @@ HIDE_ULTRA = "import sys, pytest; sys.modules['ultra'] = None; sys.exit(pytest.m
 def run_without_ultra(ci: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, CI=ci)
     return subprocess.run(
-        [sys.executable, "-c", HIDE_ULTRA, "-q", "-rs", "-p", "no:cacheprovider", "tests/test_model_dir.py"],
+        [sys.executable, "-c", HIDE_ULTRA, "-q", "-rs", "-p", "no:cacheprovider", "tests/compat/test_model_dir.py"],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120,
     )
 

@@ -201,6 +201,7 @@ def test_table3_dry_run_lists_multr_default_and_says_how_validation_is_made(tmp_
     assert config.datasets["Tiangong-ULTR"] == {"all": os.path.join(str(tmp_path / "out" / "data"), "Tiangong-ULTR")}
 
 
+@pytest.mark.slow
 def test_multr_default_trains_on_a_tiangong_view_through_main_py(tmp_path):
     """Table 3's MULTR (its default estimator) trains through main.py on a Tiangong view.  The failure this
     guarded against: rerank_weight=auto (the default then) stopped on the old view's 'none_keep_last_checkpoint'
@@ -287,6 +288,7 @@ def _dry_run(tmp_path, argv, **env):
         ("pbm", ["naive", "dla", "multr"], [None], "pbm_eta2_eps0.1_ymax2.json"),
     ],
 )
+@pytest.mark.slow
 def test_mq2008_table_scripts_dry_run_list_their_runs(tmp_path, table, methods, variants, click_model):
     out = tmp_path / "out"
     result = _dry_run(tmp_path, [sys.executable, MQ2008, "--table", table, "--data", str(tmp_path / "MQ2008"),
@@ -314,6 +316,7 @@ def test_mq2008_study_config_of_the_readme_loads():
     assert config.datasets["mq2008"]["Fold1"] == os.path.join(REPO_ROOT, "data", "mq2008", "Fold1")
 
 
+@pytest.mark.slow
 def test_small_data_script_cuts_training_queries_and_runs_multr_at_each_fixed_weight(tmp_path):
     out = tmp_path / "out"
     result = _dry_run(tmp_path, [sys.executable, MQ2008, "--table", "small", "--data", str(tmp_path / "MQ2008"),
@@ -332,6 +335,7 @@ def test_small_data_script_cuts_training_queries_and_runs_multr_at_each_fixed_we
     assert weights == {None: "auto", "rerank_weight=0": "0", "rerank_weight=paper": "paper"}
 
 
+@pytest.mark.slow
 def test_ablation_script_runs_each_ablation_beside_the_default_it_is_paired_with(tmp_path):
     out = tmp_path / "out"
     _dry_run(tmp_path, [sys.executable, MQ2008, "--table", "ablations", "--data", str(tmp_path / "MQ2008"),
@@ -354,6 +358,7 @@ def test_ablation_script_runs_each_ablation_beside_the_default_it_is_paired_with
     assert eval_every[("multr", "sessions_per_query=4")]["simulator_eval_every"] == "25"
 
 
+@pytest.mark.slow
 def test_multr_hparams_of_the_study_script_are_checked_at_the_edge(tmp_path):
     import subprocess
 
@@ -367,6 +372,7 @@ def test_multr_hparams_of_the_study_script_are_checked_at_the_edge(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_generated_small_data_script_lists_its_runs_and_never_mixes_recipes(tmp_path, monkeypatch):
     out = tmp_path / "out"
     _dry_run(tmp_path, [sys.executable, os.path.join(REPO_ROOT, "studies", "mq2008", "generated_small.py"), "--out",

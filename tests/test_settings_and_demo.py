@@ -12,7 +12,6 @@ import re
 import shlex
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, List
 
 import pytest
@@ -21,6 +20,8 @@ from conftest import REPO_ROOT, require_ultra, run_ultra_main
 ultra = require_ultra()
 
 from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset  # noqa: E402
+
+pytestmark = pytest.mark.slow  # every test here starts a process
 
 SETTINGS_DIR = os.path.join(REPO_ROOT, "settings")
 SETTINGS_FILES = sorted(name for name in os.listdir(SETTINGS_DIR) if name.endswith(".json"))
@@ -62,8 +63,9 @@ def test_the_readme_demo_command_prints_its_table(tmp_path):
     assert all(0.0 < value <= 1.0 for values in table.values() for value in values), table
 
 
-def short_settings(name: str, directory: str) -> str:
-    """settings/<name> with its phases shortened, written to directory (click-model paths made absolute)."""
+def short_settings(name: str, directory: str, **extra: str) -> str:
+    """settings/<name> with its phases shortened and ``extra`` hparams set, written to directory (click-model
+    paths made absolute)."""
     with open(os.path.join(SETTINGS_DIR, name)) as handle:
         settings = json.load(handle)
     hparams = dict(item.split("=", 1) for item in settings["learning_algorithm_hparams"].split(",") if item)
@@ -72,6 +74,7 @@ def short_settings(name: str, directory: str) -> str:
             hparams[key] = value
     if "MULTR" in settings["learning_algorithm"]:
         hparams.update(SHORT_MULTR_HPARAMS)
+    hparams.update(extra)
     settings["learning_algorithm_hparams"] = ",".join("%s=%s" % kv for kv in hparams.items())
     feed = dict(item.split("=", 1) for item in settings["train_input_hparams"].split(",") if item)
     if "click_model_json" in feed:
@@ -92,25 +95,30 @@ def train_args(settings: str, data_dir: str, model_dir: str) -> List[str]:
     ]
 
 
-def test_every_settings_file_trains_through_main_py(ultra_main, synthetic_data_dir, tmp_path):
+#: A line of the training's output (log_every=1) that proves the settings file's own class ran.
+PROOFS = {
+    "naive_cascade.json": "step 2 loss",
+    "rem_cascade.json": "examination_last",
+    "paird_cascade.json": "t_plus_last",
+    "pal_cascade.json": "seen_last",
+    "ipw_pbm_eta1.json": "IPW propensities by position: 1, 0.5, 0.3333",
+    "multr_ipw_pbm_eta1.json": "user simulator: step 4/4",
+}
+
+
+@pytest.mark.parametrize("name", SETTINGS_FILES)
+def test_every_settings_file_trains_through_main_py(ultra_main, synthetic_data_dir, tmp_path, name):
+    """Each settings file once through main.py (this is the only test that runs them all there)."""
     assert len(SETTINGS_FILES) >= 10, SETTINGS_FILES
-
-    def train(name: str) -> str:
-        model_dir = str(tmp_path / name.replace(".json", ""))
-        try:
-            completed = run_ultra_main(
-                ultra_main, train_args(short_settings(name, str(tmp_path)), synthetic_data_dir, model_dir), cwd=str(tmp_path)
-            )
-        except AssertionError as error:
-            return "%s: %s" % (name, str(error)[-1500:])
-        algorithm = json.load(open(os.path.join(SETTINGS_DIR, name)))["learning_algorithm"]
-        if not os.path.isfile(os.path.join(model_dir, "%s.ckpt" % algorithm)):
-            return "%s: no ranker checkpoint after training\n%s" % (name, completed.stdout[-1000:])
-        return ""
-
-    with ThreadPoolExecutor(max_workers=2) as pool:  # two main.py processes at a time: the suite's 2 cores
-        failures = [failure for failure in pool.map(train, SETTINGS_FILES) if failure]
-    assert not failures, "\n\n".join(failures)
+    assert set(PROOFS) <= set(SETTINGS_FILES), sorted(set(PROOFS) - set(SETTINGS_FILES))
+    model_dir = str(tmp_path / name.replace(".json", ""))
+    settings = short_settings(name, str(tmp_path), log_every="1")
+    completed = run_ultra_main(ultra_main, train_args(settings, synthetic_data_dir, model_dir), cwd=str(tmp_path))
+    output = completed.stdout + completed.stderr
+    algorithm = json.load(open(os.path.join(SETTINGS_DIR, name)))["learning_algorithm"]
+    assert os.path.isfile(os.path.join(model_dir, "%s.ckpt" % algorithm)), output[-1000:]
+    assert re.search(r"^ndcg_10 [0-9.]+$", completed.stdout, re.M), output[-1000:]  # main.py's validation printout
+    assert PROOFS.get(name, "") in output, output[-3000:]
 
 
 def test_the_libsvm_layout_trains_and_evaluates_through_main_py(ultra_main, tmp_path):

@@ -10,6 +10,8 @@ import pytest
 
 from conftest import REPO_ROOT, require_ultra
 
+pytestmark = pytest.mark.slow  # every test here starts a process
+
 require_ultra()
 
 TINY = ["--batch-size", "8", "--features", "6", "--list-size", "5", "--warmup", "1"]

@@ -91,6 +91,7 @@ def kill_at_a_recorded_checkpoint(process, model_dir):
     raise AssertionError("never found main.py between two checkpoint saves")
 
 
+@pytest.mark.slow
 def test_two_trainings_a_killed_one_and_its_checkpoint(ultra_main, synthetic_data_dir, tmp_path):
     """A second training is refused naming the first; after a SIGKILL the lock is stale and the checkpoint unfinished."""
     settings, model_dir, cwd = write_settings(tmp_path), str(tmp_path / "model"), str(tmp_path)
@@ -124,6 +125,7 @@ def test_two_trainings_a_killed_one_and_its_checkpoint(ultra_main, synthetic_dat
     assert not os.path.exists(os.path.join(model_dir, "train.lock"))  # released by the refused restart
 
 
+@pytest.mark.slow
 def test_finished_training_then_test_only_with_bad_output_dir_and_bad_checkpoints(ultra_main, synthetic_data_dir, tmp_path):
     settings, model_dir, cwd = write_settings(tmp_path), str(tmp_path / "model"), str(tmp_path)
     run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--max_train_iteration", "2",
@@ -189,6 +191,7 @@ def tmpfs_dir(tmp_path):
     return str(small)
 
 
+@pytest.mark.slow
 def test_a_full_disk_names_the_simulator_checkpoint(ultra_main, synthetic_data_dir, tmp_path, tmpfs_dir):
     settings = write_settings(tmp_path, "multr_dla.json", algorithm_hparams="sample_num=2,simulator_steps=4,"
                               "simulator_batch_size=16,seed=0,rerank_pilot_steps=1")  # a simulator of ~800 kB
@@ -199,6 +202,7 @@ def test_a_full_disk_names_the_simulator_checkpoint(ultra_main, synthetic_data_d
             "the write failed): '%s/ultra_multr.MULTR.simulator.ckpt" % tmpfs_dir) in run.stderr
 
 
+@pytest.mark.slow
 def test_a_full_disk_names_main_pys_ranker_checkpoint(ultra_main, synthetic_data_dir, tmp_path, tmpfs_dir):
     settings = write_settings(tmp_path, ranker="hidden_layer_sizes=[1024]")  # a ranker of ~90 kB on a 64 kB disk
     run = run_ultra_main(ultra_main, main_args(settings, tmpfs_dir, synthetic_data_dir, "--max_train_iteration",
@@ -219,6 +223,7 @@ def test_a_full_disk_names_main_pys_ranker_checkpoint(ultra_main, synthetic_data
             % tmpfs_dir) in seeded.stderr
 
 
+@pytest.mark.slow
 def test_test_only_into_a_full_output_dir_names_the_ranklist_and_leaves_none(
     ultra_main, synthetic_data_dir, tmp_path, tmpfs_dir
 ):
@@ -296,6 +301,7 @@ print(json.dumps(report.failed))
 """
 
 
+@pytest.mark.slow
 def test_a_full_disk_cannot_hide_why_a_study_run_failed(tmp_path, tmpfs_dir):
     """The runner reads a step's stderr through a pipe: its last words reach failed.json and the report."""
     config, runner = tmp_path / "study.json", tmp_path / "runner.py"
@@ -357,6 +363,7 @@ def edit_lines(path, edit):
         handle.write("\n".join(lines) + "\n")
 
 
+@pytest.mark.slow
 def test_a_qid_on_two_lines_of_the_test_split_is_refused_before_main_py_writes_its_ranklist(
         ultra_main, synthetic_data_dir, tmp_path):
     """Before: exit 0, and test.ranklist held the second list's ranking twice (ULTRA keys it by qid)."""
@@ -376,6 +383,7 @@ def test_a_qid_on_two_lines_of_the_test_split_is_refused_before_main_py_writes_i
     assert not os.path.exists(os.path.join(model_dir, "out", "test.ranklist"))
 
 
+@pytest.mark.slow
 def test_a_tab_separated_feature_line_is_refused_before_training(ultra_main, synthetic_data_dir, tmp_path):
     """Before: exit 0; ULTRA splits on spaces only, so it read the line as one doc id with every feature 0."""
     data_dir = copy_of_data(synthetic_data_dir, tmp_path)
@@ -391,6 +399,7 @@ def test_a_tab_separated_feature_line_is_refused_before_training(ultra_main, syn
     assert not os.path.exists(model_dir) or os.listdir(model_dir) == []
 
 
+@pytest.mark.slow
 def test_another_algorithm_is_refused_a_model_dir_holding_a_finished_training(ultra_main, synthetic_data_dir, tmp_path):
     """Before: DLA trained into MULTR's finished model dir exited 0; its session ledger replaced MULTR's and
     train_log/ held both runs' events."""
@@ -417,6 +426,7 @@ def test_another_algorithm_is_refused_a_model_dir_holding_a_finished_training(ul
     assert sorted(os.listdir(os.path.join(model_dir, "train_log"))) == events
 
 
+@pytest.mark.slow
 def test_a_misspelt_ranking_model_hparam_is_refused_before_anything_is_written(ultra_main, synthetic_data_dir, tmp_path):
     """Before: ULTRA's DNN printed "Unknown hyperparameter type for hidden_layer_size" and main.py trained its
     default [512, 256, 128] network, exit 0."""

@@ -7,8 +7,7 @@ import pytest
 import torch
 
 from conftest import require_ultra
-from test_multr_ultra import build
-from test_rerank_weight import read_valid
+from algorithm_setup import build, read_valid
 
 ultra = require_ultra()
 

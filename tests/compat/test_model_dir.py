@@ -1,6 +1,6 @@
 """main.py's --model_dir rules (compat/model_dir.py) and device-free ranker checkpoints.
 
-Runs of ULTRA's main.py are in test_multr_ultra.py; here the checks are called
+Runs of ULTRA's main.py are in tests/algorithms/test_multr.py; here the checks are called
 with main.py's arguments directly.
 """
 from __future__ import annotations
@@ -82,7 +82,7 @@ def test_an_identity_file_of_invalid_json_is_reported_as_unreadable_not_missing(
 
 
 def test_test_only_refuses_an_empty_checkpoint_by_name(trained_dir):
-    """main.py's own torch.load would raise a bare EOFError (a truncated one: tests/test_failures.py)."""
+    """main.py's own torch.load would raise a bare EOFError (a truncated one: tests/compat/test_failures.py)."""
     model_dir, data_dir = trained_dir
     checkpoint = checkpoint_path(str(model_dir), SETTINGS["learning_algorithm"])
     open(checkpoint, "w").close()

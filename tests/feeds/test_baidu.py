@@ -108,6 +108,7 @@ def _settings(tmp_path, data_dir, algorithm, hparams):
                           "rerank_weight=paper,seed=0"),
     ("ultra_multr.DLA", "learning_rate=0.05,seed=0"),
 ])
+@pytest.mark.slow
 def test_main_py_trains_on_the_logged_sessions(ultra_main, baidu_data, tmp_path, algorithm, hparams):
     generated, data_dir, _ = baidu_data
     model_dir = str(tmp_path / "model")

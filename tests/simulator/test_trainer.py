@@ -6,7 +6,7 @@ import dataclasses
 import torch
 
 from conftest import require_ultra
-from test_simulator_training import SMALL, build
+from test_training import SMALL, build
 
 ultra = require_ultra()
 

@@ -31,6 +31,7 @@ def main_args(settings, model_dir, data_dir, *extra):
             "--output_dir", model_dir + "/out/", "--batch_size", "16"] + list(extra)
 
 
+@pytest.mark.slow
 def test_training_curves_and_a_trec_ranklist(ultra_main, synthetic_data_dir, tmp_path, monkeypatch, early_checks):
     """Also the early data checks (ultra_multr.compat.startup): these two runs are the suite's proof that
     they run in a second process whose results main.py's checks then reuse, and that they can be switched off."""
@@ -70,6 +71,7 @@ def test_training_curves_and_a_trec_ranklist(ultra_main, synthetic_data_dir, tmp
     assert scores == sorted(scores, reverse=True)
 
 
+@pytest.mark.slow
 def test_main_py_names_a_bad_line_in_the_split_it_reads(ultra_main, tmp_path, early_checks):
     from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset
 
@@ -102,6 +104,7 @@ def test_main_py_checks_the_splits_it_reads():
     assert splits_main_py_reads(Namespace(**dict(args, click_model_dir="cm/"))) == ["train", "valid"]  # ULTRE: ultre_checks
 
 
+@pytest.mark.slow
 def test_main_py_failures_before_our_code_name_the_culprit(ultra_main, tmp_path, early_checks):
     """ULTRA reads the data and the settings before creating our algorithm: the start-up hook explains
     (while its early checks run in a second process)."""

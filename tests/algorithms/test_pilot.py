@@ -13,18 +13,12 @@ import torch
 
 ultra = require_ultra()
 
-from test_multr_ultra import build, train_losses  # noqa: E402
+from algorithm_setup import build, read_valid, train_losses  # noqa: E402
 
 from ultra_multr.compat import runtime  # noqa: E402
 from ultra_multr.config import HParamError  # noqa: E402
 
 PILOT = "rerank_weight=auto,sample_num=2,simulator_steps=2,simulator_batch_size=8,seed=3,device=cpu,rerank_pilot_steps=3,log_every=0"
-
-
-def read_valid(data_dir, max_candidate_num):
-    valid = ultra.utils.read_data(data_dir, "valid", None, 0)
-    valid.pad(max_candidate_num)
-    return valid
 
 
 def state_of(model):
@@ -78,7 +72,8 @@ def test_the_choice_reads_only_the_validation_split(synthetic_data_dir, tmp_path
     other_test = str(tmp_path / "other_test") + "/"  # ULTRA joins data_dir + prefix
     shutil.copytree(synthetic_data_dir, other_test)
     shutil.rmtree(os.path.join(other_test, "test"))  # no test split at all
-    assert pilot_log(synthetic_data_dir) == pilot_log(other_test)
+    logged = pilot_log(synthetic_data_dir)
+    assert logged == pilot_log(other_test)
 
     other_valid = str(tmp_path / "other_valid") + "/"
     shutil.copytree(synthetic_data_dir, other_valid)
@@ -87,7 +82,7 @@ def test_the_choice_reads_only_the_validation_split(synthetic_data_dir, tmp_path
         rows = [line.split() for line in handle if line.strip()]
     with open(labels, "w") as handle:  # each query's labels in reverse order
         handle.write("".join("%s %s\n" % (row[0], " ".join(reversed(row[1:]))) for row in rows))
-    assert pilot_log(other_valid)[1] != pilot_log(synthetic_data_dir)[1]
+    assert pilot_log(other_valid)[1] != logged[1]
 
 
 def test_without_a_validation_split_auto_falls_back_to_the_paper_weight(synthetic_data_dir, caplog):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import REPO_ROOT, require_ultra
-from test_multr_ultra import build as build_with_feed
+from algorithm_setup import build as build_with_feed
 
 ultra = require_ultra()
 

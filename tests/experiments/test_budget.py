@@ -8,9 +8,7 @@ import logging
 import pytest
 
 from conftest import require_ultra
-from test_fair_protocol import PILOT, TUNE
-from test_multr_ultra import build
-from test_rerank_weight import read_valid
+from algorithm_setup import PILOT, TUNE, build, read_valid
 
 ultra = require_ultra()
 

@@ -146,6 +146,7 @@ def _args(settings, model_dir, data_dir, *extra):
         ("ultra_multr.DLA", "seed=0"),
     ],
 )
+@pytest.mark.slow
 def test_main_py_trains_on_logged_sessions_and_test_only_evaluates(ultra_main, ultre_dir, tmp_path, algorithm, hparams):
     settings = _settings(tmp_path, algorithm, hparams)
     model_dir = str(tmp_path / "model")
@@ -165,6 +166,7 @@ def test_main_py_trains_on_logged_sessions_and_test_only_evaluates(ultra_main, u
     assert len(ranked) == 6 * 10 and ranked[0][0] == "test0" and ranked[0][2].startswith("test0_d")
 
 
+@pytest.mark.slow
 def test_main_py_refuses_data_format_ultre_with_our_feeds(ultra_main, ultre_dir, tmp_path):
     settings = _settings(tmp_path, "ultra_multr.DLA", "seed=0")
     with pytest.raises(AssertionError, match="--data_format ULTRE: leave the flag out"):

@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from conftest import require_ultra
-from test_multr_ultra import CASCADE, build, main_args, settings_for, train_losses
-from test_rerank_weight import read_valid
+from algorithm_setup import CASCADE, PILOT, TUNE, build, main_args, read_valid, settings_for, train_losses
 
 ultra = require_ultra()
 
@@ -19,12 +18,6 @@ from ultra_multr.session_budget import BUDGET_FILE, LEDGER, LEDGER_VERSION, Sess
 from ultra_multr.simulator import trainer  # noqa: E402
 from ultra_multr.simulator.trivial import PositionClickRates  # noqa: E402
 
-#: 2 simulator steps of 8 sessions, 2 held-out batches of 8, a pilot of 3 steps of 16 lists per candidate (3 of them):
-#: rerank_weight=auto's pilot.
-PILOT = (
-    "rerank_weight=auto,sample_num=2,simulator_steps=2,simulator_batch_size=8,simulator_heldout_batches=2,seed=3,device=cpu,"
-    "rerank_pilot_steps=3,log_every=0"
-)
 
 
 @pytest.fixture(autouse=True)
@@ -70,6 +63,7 @@ def test_a_click_log_is_every_phases_budget(synthetic_data_dir):
               feed_hparams="click_model_json=%s,sessions_per_query=2,session_budget=5" % CASCADE)
 
 
+@pytest.mark.slow
 def test_main_py_writes_the_sessions_of_every_phase(ultra_main, synthetic_data_dir, tmp_path):
     settings = settings_for(tmp_path, "sample_num=2,simulator_steps=3,simulator_batch_size=8,seed=0,rerank_pilot_steps=2,rerank_weight=auto")
     model_dir = tmp_path / "model"
@@ -160,7 +154,6 @@ def test_the_position_only_model_is_the_click_rate_per_position():
     assert model.log_likelihood([(clicks, mask)]) == pytest.approx(expected / 3)
 
 
-TUNE = "seed=1,device=cpu,log_every=0,tune=learning_rate,tune_grid=[0.01,0.5,0.05],tune_pilot_steps=3,pilot_min_queries=1"
 
 
 def test_a_baselines_pilot_takes_the_best_candidate_counts_its_sessions_and_leaves_no_trace(

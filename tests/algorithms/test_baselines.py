@@ -1,6 +1,7 @@
-"""Table 2's baselines and MULTR on IPW inside ULTRA: settings files, algorithm behaviour, runs of main.py.
+"""Table 2's baselines and MULTR on IPW inside ULTRA: settings files, algorithm behaviour.
 
-Their pure math is tested in test_baseline_losses.py.
+Their pure math is tested in tests/losses/test_baseline_losses.py; every settings file goes through main.py in
+tests/test_settings_and_demo.py.
 """
 from __future__ import annotations
 
@@ -8,9 +9,6 @@ import glob
 import json
 import math
 import os
-import re
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -271,59 +269,3 @@ def test_multr_ranking_loss_is_the_dr_loss_and_logs_the_share_of_negative_weight
     assert parts["negative_weight_share"] == pytest.approx(share)
     unguarded = losses.dr_loss(scores, mask, clicks, observed, randomized, weights, guard="none")
     assert unguarded.item() != pytest.approx(expected.item(), rel=1e-3)  # ... so it matters which one is used
-
-
-# -- ULTRA's main.py ------------------------------------------------------------------
-
-MAIN_PY_RUNS = {
-    # method: (settings file, hparams set for the test, a log line proving the class ran)
-    "naive": ("naive_cascade.json", {}, "step 2 loss"),
-    "rem": ("rem_cascade.json", {}, "examination_last"),
-    "paird": ("paird_cascade.json", {}, "t_plus_last"),
-    "pal": ("pal_cascade.json", {}, "seen_last"),
-    "ipw": ("ipw_pbm_eta1.json", {}, "IPW propensities by position: 1, 0.5, 0.3333"),
-    "multr_ipw": (
-        "multr_ipw_pbm_eta1.json", {"simulator_steps": 5, "simulator_batch_size": 16}, "user simulator: step 5/5"
-    ),
-}
-
-
-@pytest.fixture(scope="module")
-def main_py_logs(ultra_main, synthetic_data_dir, tmp_path_factory):
-    """Every run of MAIN_PY_RUNS, two at a time (each is mostly interpreter start-up)."""
-    root = tmp_path_factory.mktemp("main_py")
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    commands = {}
-    for method, (name, extra, _) in MAIN_PY_RUNS.items():
-        settings = load_settings(os.path.join(SETTINGS_DIR, name), log_every=1, **extra)
-        path = root / ("%s.json" % method)
-        path.write_text(json.dumps(settings))
-        commands[method] = [
-            sys.executable, ultra_main, "--setting_file", str(path), "--data_dir", synthetic_data_dir,
-            "--model_dir", str(root / method), "--output_dir", str(root / method / "out"),
-            "--max_train_iteration", "4", "--steps_per_checkpoint", "2", "--selection_bias_cutoff", "10",
-            "--batch_size", "32",
-        ]
-    logs, pending, running = {}, list(commands), {}
-    while pending or running:
-        while pending and len(running) < 2:
-            method = pending.pop(0)
-            running[method] = subprocess.Popen(
-                commands[method], cwd=str(root), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-            )
-        method = next(iter(running))
-        output, _ = running[method].communicate(timeout=240)
-        logs[method] = (running.pop(method).returncode, output, str(root / method))
-    return logs
-
-
-@pytest.mark.parametrize("method", sorted(MAIN_PY_RUNS))
-def test_trains_through_ultra_main(main_py_logs, method):
-    returncode, log, model_dir = main_py_logs[method]
-    assert returncode == 0, log[-3000:]
-    settings_file, _, proof = MAIN_PY_RUNS[method]
-    assert proof in log
-    with open(os.path.join(SETTINGS_DIR, settings_file)) as handle:
-        algorithm = json.load(handle)["learning_algorithm"]
-    assert os.path.isfile(os.path.join(model_dir, "%s.ckpt" % algorithm))
-    assert re.search(r"^ndcg_10 [0-9.]+$", log, re.M)  # main.py's validation printout

@@ -2,7 +2,7 @@
 
 What main.py does with them (it waits, then its own checks reuse the cache the second process filled;
 a bad file is still named by file and line; the off switch) is shown by the main.py runs of
-tests/test_main_py_outputs.py.  Here: which command lines start them, and a real interpreter start
+tests/compat/test_main_py_outputs.py.  Here: which command lines start them, and a real interpreter start
 of a stand-in main.py (the hook's part only, without torch or ULTRA: fast).
 """
 from __future__ import annotations
@@ -69,6 +69,7 @@ def test_which_starts_check_early(main_py, tmp_path, monkeypatch, early_checks):
     assert command("--data_dir", "data") is None
 
 
+@pytest.mark.slow
 def test_the_hook_starts_them_at_interpreter_start_and_the_switch_turns_them_off(main_py, tmp_path, early_checks):
     env = dict(os.environ, ULTRA_MULTR_CACHE=str(tmp_path / "cache"))
 
@@ -84,6 +85,7 @@ def test_the_hook_starts_them_at_interpreter_start_and_the_switch_turns_them_off
     assert len(os.listdir(tmp_path / "cache" / "checks")) == 2  # one passed split each
 
 
+@pytest.mark.slow
 def test_the_runners_seeded_main_starts_them_too(main_py, tmp_path, monkeypatch, capsys, early_checks):
     """The study runner starts main.py through seeded_main, whose own start the hook does not take for main.py's."""
     require_ultra()
@@ -98,6 +100,7 @@ def test_the_runners_seeded_main_starts_them_too(main_py, tmp_path, monkeypatch,
     assert lines[0] == "['data', '--splits', 'test', '--ranklist_split', 'test']" and "exit status 0" in lines[1]
 
 
+@pytest.mark.slow
 def test_a_second_process_that_does_not_finish_is_stopped(monkeypatch):
     process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     monkeypatch.setattr(hook, "EARLY_CHECKS", process)

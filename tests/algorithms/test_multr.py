@@ -1,56 +1,19 @@
 """MULTR inside the real ULTRA: main.py end to end, engineering guarantees, bad input."""
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
 import torch
 
-from conftest import REPO_ROOT, require_ultra, run_ultra_main
+from conftest import require_ultra, run_ultra_main
 
 ultra = require_ultra()
 
+from algorithm_setup import build, main_args, settings_for, train_losses  # noqa: E402
 from ultra_multr.config import HParamError  # noqa: E402
 
-CASCADE = os.path.join(REPO_ROOT, "settings", "click_models", "cascade_eps0.1_ymax4.json")
-
-
-#: Test-sized simulators (a few steps) lose to the position-only click model, and the test data have 12 validation
-#: queries and few held-out sessions: tests of other behaviour switch the guard off and let the pilot and early
-#: stopping choose (tests/test_fair_protocol.py tests all three at their defaults).
-SMALL_DATA_HPARAMS = {"simulator_guard": "none", "pilot_min_queries": "1", "simulator_min_heldout_sessions": "1"}
-
-
-def small_data(hparams):
-    """MULTR's ``hparams`` plus :data:`SMALL_DATA_HPARAMS` where they do not set them."""
-    given = {part.split("=", 1)[0].strip() for part in hparams.split(",") if "=" in part}
-    extra = ["%s=%s" % item for item in SMALL_DATA_HPARAMS.items() if item[0] not in given]
-    return ",".join(part for part in [hparams] + extra if part)
-
-
-def settings_for(tmp_path, algorithm_hparams, name="multr.json", algorithm="ultra_multr.MULTR", feed_hparams=None):
-    """settings/multr_dla.json with a small ranker and test-sized hparams, written to tmp_path."""
-    if "MULTR" in algorithm:
-        algorithm_hparams = small_data(algorithm_hparams)
-    with open(os.path.join(REPO_ROOT, "settings", "multr_dla.json")) as handle:
-        settings = json.load(handle)
-    settings["ranking_model_hparams"] = "hidden_layer_sizes=[32,16]"
-    settings["learning_algorithm"] = algorithm
-    settings["learning_algorithm_hparams"] = algorithm_hparams
-    settings["train_input_hparams"] = feed_hparams or "click_model_json=%s,seed=0" % CASCADE
-    path = tmp_path / name
-    path.write_text(json.dumps(settings))
-    return str(path)
-
-
-def main_args(settings, model_dir, data_dir, *extra):
-    return [
-        "--setting_file", settings, "--data_dir", data_dir, "--model_dir", model_dir,
-        "--output_dir", model_dir + "/out", "--batch_size", "16", "--selection_bias_cutoff", "10",
-    ] + list(extra)
-
-
+@pytest.mark.slow
 def test_main_py_trains_then_evaluates_multr(ultra_main, synthetic_data_dir, tmp_path):
     settings = settings_for(
         tmp_path, "sample_num=2,simulator_steps=6,simulator_batch_size=16,simulator_log_every=3,seed=0,rerank_weight=auto,rerank_pilot_steps=2"
@@ -101,6 +64,7 @@ def test_main_py_trains_then_evaluates_multr(ultra_main, synthetic_data_dir, tmp
     assert len(scores) > 12
 
 
+@pytest.mark.slow
 def test_main_py_test_only_refuses_a_model_dir_without_ranker(ultra_main, synthetic_data_dir, tmp_path):
     settings = settings_for(tmp_path, "simulator_steps=0")
     empty = str(tmp_path / "never_trained")
@@ -108,6 +72,7 @@ def test_main_py_test_only_refuses_a_model_dir_without_ranker(ultra_main, synthe
         run_ultra_main(ultra_main, main_args(settings, empty, synthetic_data_dir, "--test_only", "True"), cwd=str(tmp_path))
 
 
+@pytest.mark.slow
 def test_main_py_refuses_a_cutoff_longer_than_every_list(ultra_main, tmp_path):
     from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset
 
@@ -123,12 +88,14 @@ def test_main_py_refuses_a_cutoff_longer_than_every_list(ultra_main, tmp_path):
     assert "user simulator" not in completed.stdout + completed.stderr
 
 
+@pytest.mark.slow
 def test_main_py_refuses_test_only_false(ultra_main, synthetic_data_dir, tmp_path):
     settings = settings_for(tmp_path, "simulator_steps=0")
     with pytest.raises(AssertionError, match="--test_only 'False'.*type=bool"):
         run_ultra_main(ultra_main, main_args(settings, str(tmp_path / "m"), synthetic_data_dir, "--test_only", "False"), cwd=str(tmp_path))
 
 
+@pytest.mark.slow
 def test_missing_click_model_file_is_named(ultra_main, synthetic_data_dir, tmp_path):
     settings = settings_for(tmp_path, "simulator_steps=0", feed_hparams="click_model_json=click_models/nope.json,seed=0")
     with pytest.raises(AssertionError, match="nope.json"):
@@ -136,32 +103,6 @@ def test_missing_click_model_file_is_named(ultra_main, synthetic_data_dir, tmp_p
 
 
 # -- in-process checks ------------------------------------------------------
-
-def build(data_dir, hparams, seed_feed=0, feed="ultra_multr.feeds.ClickSimulationFeed", feed_hparams=None,
-          algorithm="ultra_multr.MULTR"):
-    """An algorithm (MULTR's with :func:`small_data` hparams) and a training feed, wired the way main.py wires them."""
-    data = ultra.utils.read_data(data_dir, "train", None, 0)
-    settings = {
-        "train_input_feed": feed,
-        "train_input_hparams": feed_hparams or "click_model_json=%s,seed=%d" % (CASCADE, seed_feed),
-        "ranking_model": "ultra.ranking_model.DNN",
-        "ranking_model_hparams": "hidden_layer_sizes=[32,16]",
-        "learning_algorithm": algorithm,
-        "learning_algorithm_hparams": small_data(hparams) if "MULTR" in algorithm else hparams,
-        "metrics": ["ndcg"],
-        "metrics_topn": [10],
-        "objective_metric": "ndcg_10",
-        "max_candidate_num": data.rank_list_size,
-        "selection_bias_cutoff": 10,
-    }
-    data.pad(data.rank_list_size)
-    model = ultra.utils.find_class(algorithm)(data, settings)
-    feed = ultra.utils.find_class(feed)(model, 16, settings["train_input_hparams"])
-    return model, feed, data
-
-
-def train_losses(model, feed, data, steps):
-    return [model.train(feed.get_batch(data, check_validation=True)[0])[0] for _ in range(steps)]
 
 
 def test_seed_makes_a_cpu_run_repeat_exactly(synthetic_data_dir):

@@ -5,7 +5,7 @@ import json
 import os
 
 import pytest
-from conftest import require_ultra
+from conftest import REPO_ROOT as REPO, require_ultra
 import torch
 
 require_ultra()
@@ -16,7 +16,6 @@ from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset  # 
 from ultra_multr.simulator import ContextAwareUserSimulator, SimulatorConfig, save_simulator  # noqa: E402
 from ultra_multr.click_models.ultra import load_click_model_file  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASCADE = os.path.join(REPO, "settings", "click_models", "cascade_eps0.1_ymax2.json")
 N, F = 6, 8
 

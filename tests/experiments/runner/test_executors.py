@@ -41,6 +41,7 @@ def _fake_commands(run):
 
 
 @pytest.mark.parametrize("executor", ["debug", "submitit-local"])
+@pytest.mark.slow
 def test_a_study_on_submitit_gives_the_pool_results_and_a_raising_run_its_traceback(tmp_path, executor):
     outputs = {}
     for name in ("local", executor):
@@ -61,6 +62,7 @@ def test_a_study_on_submitit_gives_the_pool_results_and_a_raising_run_its_traceb
         assert os.path.isfile(failed["job_stderr"])
 
 
+@pytest.mark.slow
 def test_a_finished_study_needs_no_cluster_to_be_skipped(tmp_path):
     runs = expand_runs(load_config(_study(tmp_path, "out")))
     assert run_all(runs, str(tmp_path / "out"), commands=_fake_commands, progress=False).finished == 2
@@ -68,6 +70,7 @@ def test_a_finished_study_needs_no_cluster_to_be_skipped(tmp_path):
     assert report.skipped == 2 and report.finished == 0 and not report.failed  # no srun here: nothing submitted
 
 
+@pytest.mark.slow
 def test_a_main_py_run_through_a_submitit_job_equals_the_pool_bitwise(tmp_path):
     """A DLA run through ULTRA's main.py in a pickled submitit job (as on SLURM) writes the pool's metrics."""
     require_ultra()
@@ -121,6 +124,7 @@ def _fake_slurm_command(tmp_path, monkeypatch, name, output):
     monkeypatch.setenv("PATH", "%s:%s" % (fake_bin, os.environ["PATH"]))
 
 
+@pytest.mark.slow
 def test_a_new_array_is_refused_while_the_last_one_of_the_folder_still_runs(tmp_path, monkeypatch):
     folder = str(tmp_path / "jobs")
     refuse_a_running_array(folder)  # nothing submitted yet
@@ -159,6 +163,7 @@ def _ended(pid):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.slow
 def test_sigterm_to_the_runner_cancels_its_submitit_jobs(tmp_path):
     config = _study(tmp_path, "out", seeds=[0])
     script = tmp_path / "sleeping_runner.py"

@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import require
+from conftest import REPO_ROOT, require
 
 pa = require("pyarrow")
 feather = require("pyarrow.feather")
@@ -318,7 +318,7 @@ def test_the_baidu_tools_are_console_scripts():
     import importlib
 
     tomllib = pytest.importorskip("tomllib")
-    with open(os.path.join(os.path.dirname(__file__), os.pardir, "pyproject.toml"), "rb") as handle:
+    with open(os.path.join(REPO_ROOT, "pyproject.toml"), "rb") as handle:
         scripts = tomllib.load(handle)["project"]["scripts"]
     for name in ("ultra-multr-baidu-convert", "ultra-multr-baidu-evaluate", "ultra-multr-baidu-click-ll"):
         module, function = scripts[name].split(":")

@@ -1,0 +1,34 @@
+"""Finished runs of a study, made up: records for the tables and their run folders on disk (tests of
+ultra_multr.experiments.aggregate and .compare)."""
+import json
+
+from ultra_multr.experiments import methods as registry
+from ultra_multr.experiments.aggregate import RunRecord
+from ultra_multr.metrics import metric_names
+
+METRICS = metric_names()
+
+
+def method_runs(method, role, values_by_fold, seeds=(0, 1), variant=None, sweep=None):
+    """Runs of one method: per fold, the [n] per-query values (same for every metric)."""
+    records = []
+    for fold, values in values_by_fold.items():
+        for seed in seeds:
+            info = {"dataset": "toy", "fold": fold, "method": method, "label": method.upper(), "role": role,
+                    "order": registry.table_order(method), "variant": variant, "sweep": sweep, "seed": seed}
+            per_query = {"q%d" % i: {m: float(v) for m in METRICS} for i, v in enumerate(values)}
+            records.append(RunRecord(info=info, per_query=per_query))
+    return records
+
+
+def write_runs(runs_dir, records):
+    """Finished run folders (run.json, per_query_metrics.csv, done.json) for ``records``."""
+    for i, record in enumerate(records):
+        run_dir = runs_dir / ("%s_%s_%d" % (record.info["method"], record.info["fold"], i))
+        run_dir.mkdir(parents=True)
+        (run_dir / "run.json").write_text(json.dumps(record.info))
+        rows = ["qid," + ",".join(METRICS)] + [
+            q + "," + ",".join(str(v[m]) for m in METRICS) for q, v in record.per_query.items()
+        ]
+        (run_dir / "per_query_metrics.csv").write_text("\n".join(rows) + "\n")
+        (run_dir / "done.json").write_text("{}")

@@ -1,0 +1,21 @@
+"""ultra_multr.experiments.methods: the registry of the runner's methods."""
+import pytest
+
+from ultra_multr.experiments import methods as registry
+
+
+def test_method_registry_settings_and_unknown_method():
+    params = registry.RunParameters("d", "f", 0, registry.DEFAULT_SECTIONS)
+    oracle = registry.get_method("oracle").make_settings(params)
+    assert oracle["train_input_hparams"] == "oracle_mode=True"
+    assert oracle["ranking_model_hparams"] == "hidden_layer_sizes=[512,256,128]"
+    rand = registry.get_method("rand_multr").make_settings(params)
+    assert rand["learning_algorithm"] == "ultra_multr.MULTR"
+    assert "simulator_steps=0" in rand["learning_algorithm_hparams"].split(",")
+    assert registry.known_methods()[:9] == [
+        "oracle", "multr", "dla", "rem", "paird", "pal", "naive", "rand_multr", "eib_multr",
+    ]
+    with pytest.raises(registry.UnknownMethodError, match="known methods: oracle, multr, dla"):
+        registry.get_method("mulrt")
+    with pytest.raises(ValueError, match="cannot hold"):
+        registry.format_hparams({"path": "a,b"})
