@@ -108,6 +108,17 @@ def early_checks(monkeypatch) -> None:
     monkeypatch.delenv("ULTRA_MULTR_EARLY_CHECKS", raising=False)
 
 
+@pytest.fixture()
+def fresh_ledger():
+    """The run's session ledger (:data:`ultra_multr.session_budget.LEDGER`, one per process) empty before and after
+    the test: tests that build algorithms in-process would otherwise see each other's sessions and decisions."""
+    from ultra_multr.session_budget import LEDGER  # needs ULTRA: imported only by the tests that ask
+
+    LEDGER.reset()
+    yield
+    LEDGER.reset()
+
+
 @pytest.fixture(scope="session")
 def ultra_main() -> str:
     return find_ultra_main()

@@ -20,11 +20,8 @@ from ultra_multr.simulator.trivial import PositionClickRates  # noqa: E402
 
 
 
-@pytest.fixture(autouse=True)
-def fresh_ledger():
-    LEDGER.reset()
-    yield
-    LEDGER.reset()
+#: every test starts and ends with an empty session ledger (conftest's fixture)
+pytestmark = pytest.mark.usefixtures("fresh_ledger")
 
 
 def test_every_phase_and_the_pilot_count_in_the_budget(synthetic_data_dir):

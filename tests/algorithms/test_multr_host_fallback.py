@@ -30,11 +30,8 @@ FORMS = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def fresh_ledger():
-    LEDGER.reset()
-    yield
-    LEDGER.reset()
+#: every test starts and ends with an empty session ledger (conftest's fixture)
+pytestmark = pytest.mark.usefixtures("fresh_ledger")
 
 
 def trajectories(multr, dla, feed, data, steps):

@@ -17,11 +17,8 @@ from ultra_multr.session_budget import BUDGET_FILE, LEDGER, LEDGER_VERSION  # no
 from ultra_multr.simulator import trainer  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def fresh_ledger():
-    LEDGER.reset()
-    yield
-    LEDGER.reset()
+#: every test starts and ends with an empty session ledger (conftest's fixture)
+pytestmark = pytest.mark.usefixtures("fresh_ledger")
 
 
 def rerank_pilot(data_dir, hparams):
