@@ -30,7 +30,8 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from ultra_multr.files import atomic_write_text
-from ultra_multr.generate.ultra_recipe import Recipe, write_recipe_dataset
+from ultra_multr.generate.ultra_recipe import SCREENED_RECIPES as RECIPES
+from ultra_multr.generate.ultra_recipe import write_recipe_dataset
 from ultra_multr.experiments import compare
 from ultra_multr.experiments.runner import cli as runner
 from ultra_multr.experiments.significance import randomization_test
@@ -38,18 +39,6 @@ from ultra_multr.experiments.significance import randomization_test
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CASCADE = os.path.join(REPO, "settings", "click_models", "cascade_eps0.1_ymax4.json")
 RESULTS = os.path.join(REPO, "studies", "paper_setting", "results")
-#: The screened recipes (at most eight): the quadratic relevance a linear logger cannot rank by, the relevance no
-#: feature carries, the number of features and of training queries.
-RECIPES: Dict[str, Recipe] = {
-    "linear": Recipe(nonlinear=0.0, label_noise=0.5),
-    "linear_noisy": Recipe(nonlinear=0.0, label_noise=1.0),
-    "quadratic_0.5": Recipe(nonlinear=0.5, label_noise=0.5),
-    "quadratic_1": Recipe(nonlinear=1.0, label_noise=0.5),
-    "quadratic_1_noisy": Recipe(nonlinear=1.0, label_noise=1.0),
-    "quadratic_2": Recipe(nonlinear=2.0, label_noise=0.5),
-    "quadratic_1_f46": Recipe(nonlinear=1.0, label_noise=0.5, features=46),
-    "quadratic_1_3000q": Recipe(nonlinear=1.0, label_noise=0.5, train_queries=3000),
-}
 #: Every method's learning rate from the same validation pilot.
 PILOT = {"tune": "learning_rate", "tune_grid": [0.01, 0.05], "tune_pilot_steps": 200}
 METHODS = {

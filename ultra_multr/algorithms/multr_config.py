@@ -15,6 +15,8 @@ from ultra_multr.algorithms.base import AlgorithmConfig
 from ultra_multr.algorithms.dla import DLAConfig
 
 SIMULATOR_GUARDS = ("position", "none")
+#: logger_guard's values (:mod:`ultra_multr.algorithms.logger_guard`).
+LOGGER_GUARDS = ("none", "order_fit")
 #: rerank_weight's value for :func:`ultra_multr.losses.randomized_document_weights`.
 RANDOMIZED = "randomized"
 #: rerank_weight's value for :func:`ultra_multr.losses.authors_code_dr_loss`.
@@ -49,6 +51,18 @@ class DoublyRobustConfig(AlgorithmConfig, SimulatorTrainingConfig):
             validated; either way, loudly, MULTR trains with its host
             algorithm's own ranking and propensity losses: DLA's) or "none"
             (compared and logged only).
+        logger_guard: "none" (default) or "order_fit": before the simulator
+            is trained, a small ranker is fitted to the logged order of most
+            training queries on the learner's features
+            (:func:`ultra_multr.logged_order.logged_order_fit`); when it
+            orders fewer than ``logger_guard_threshold`` of the held-out
+            queries' document pairs as the logger did (a logger that knew more
+            than the features), or the split has fewer than
+            ``logger_guard_min_queries`` queries to tell, the simulator is not
+            trained and MULTR trains with its host's losses, loudly
+            (:mod:`ultra_multr.algorithms.logger_guard`).
+        logger_guard_threshold: the agreement below which it fires (0.5-1).
+        logger_guard_min_queries: training queries it needs to measure.
         dr_weight_guard: "rebalance" (default, needs imputation=expected:
             where a weight without a click would be < 0, it is 0 without a
             click and E_p[W] / p with one, p the simulator's click
@@ -102,6 +116,9 @@ class DoublyRobustConfig(AlgorithmConfig, SimulatorTrainingConfig):
     simulator_checkpoint: str = ""
     rerank_weight_fallback: str = "paper"
     simulator_guard: str = "position"
+    logger_guard: str = "none"
+    logger_guard_threshold: float = 0.95
+    logger_guard_min_queries: int = 50
     dr_weight_guard: str = "rebalance"
     rerank_weight: str = "paper"
     dr_normalization: str = "batch_weight"
@@ -131,6 +148,12 @@ class DoublyRobustConfig(AlgorithmConfig, SimulatorTrainingConfig):
             self.simulator_guard in SIMULATOR_GUARDS,
             "simulator_guard must be one of %s, got %r" % (SIMULATOR_GUARDS, self.simulator_guard),
         )
+        require(self.logger_guard in LOGGER_GUARDS,
+                "logger_guard must be one of %s, got %r" % (LOGGER_GUARDS, self.logger_guard))
+        require(0.5 <= self.logger_guard_threshold <= 1.0,
+                "logger_guard_threshold must be in [0.5, 1], got %r" % self.logger_guard_threshold)
+        require(self.logger_guard_min_queries >= 2,
+                "logger_guard_min_queries must be >= 2, got %r" % self.logger_guard_min_queries)
         require(
             self.imputation in IMPUTATION_MODES,
             "imputation must be one of %s, got %r" % (IMPUTATION_MODES, self.imputation),

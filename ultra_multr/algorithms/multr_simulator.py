@@ -38,6 +38,7 @@ from ultra_multr.simulator import (
     train_simulator,
 )
 from ultra_multr.algorithms.base import LOGGER, open_training_writer
+from ultra_multr.algorithms.logger_guard import logger_guard_fires
 from ultra_multr.algorithms.multr_simulator_data import HELDOUT_FEED_STREAM, FeedStream, SimulatorData
 
 #: validate_simulator's decisions that make MULTR train with its host's losses (under simulator_guard=position).
@@ -108,7 +109,7 @@ class SimulatorLifecycle(SimulatorData):
         }
 
     def prepare_simulator(self) -> None:
-        """Load, or train and save, the simulator; then freeze it.
+        """Load, or train and save, the simulator; then freeze it (unless the logger guard fires first).
 
         A checkpoint is reused when its metadata equals
         :meth:`_checkpoint_metadata`.  Otherwise a new simulator is trained
@@ -120,6 +121,9 @@ class SimulatorLifecycle(SimulatorData):
             ValueError: the pinned checkpoint learned from other data or
                 another click model.
         """
+        if logger_guard_fires(self):
+            self.simulator_fallback = self._simulator_ready = True
+            return
         started = time.perf_counter()
         steps = self.hparams.simulator_steps
         path = self.simulator_checkpoint

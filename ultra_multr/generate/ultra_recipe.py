@@ -4,7 +4,7 @@ The MULTR paper's setting (and ULTRA's offline pipeline) logs clicks on the
 lists of a Rank SVM trained on 1 % of the labelled training queries, on the
 same features the learner sees.  A document's logged position is then a
 function of its observed features: it carries no relevance the features do
-not.  (The generator of :mod:`.synthetic` orders each list by the true label
+not.  (The generator of :mod:`.ultra_dataset` orders each list by the true label
 plus noise, a logger that knows more than the features: the stress case.)
 
 Here the data are drawn, written as LETOR files and then prepared exactly as
@@ -77,6 +77,20 @@ class Recipe:
         require(self.nonlinear >= 0 and self.label_noise >= 0, "nonlinear and label_noise must be >= 0")
 
 
+#: The recipes studies/paper_setting screens (at most eight): the quadratic relevance a linear logger cannot rank by, the relevance no
+#: feature carries, the number of features and of training queries.
+SCREENED_RECIPES: Dict[str, Recipe] = {
+    "linear": Recipe(nonlinear=0.0, label_noise=0.5),
+    "linear_noisy": Recipe(nonlinear=0.0, label_noise=1.0),
+    "quadratic_0.5": Recipe(nonlinear=0.5, label_noise=0.5),
+    "quadratic_1": Recipe(nonlinear=1.0, label_noise=0.5),
+    "quadratic_1_noisy": Recipe(nonlinear=1.0, label_noise=1.0),
+    "quadratic_2": Recipe(nonlinear=2.0, label_noise=0.5),
+    "quadratic_1_f46": Recipe(nonlinear=1.0, label_noise=0.5, features=46),
+    "quadratic_1_3000q": Recipe(nonlinear=1.0, label_noise=0.5, train_queries=3000),
+}
+
+
 def _directions(recipe: Recipe) -> Tuple[np.ndarray, np.ndarray]:
     """(u, v): unit [F] directions of the linear and the quadratic relevance."""
     rng = np.random.default_rng(np.random.SeedSequence([recipe.seed, 1]))
@@ -144,5 +158,5 @@ def write_recipe_dataset(directory: str, recipe: Recipe) -> dict:
     return prepare_split_files(paths["train"], paths["valid"], paths["test"], directory, options)
 
 
-__all__ = ["GRADE_QUANTILES", "Recipe", "grade_thresholds", "iter_recipe_queries", "latent_relevance",
+__all__ = ["GRADE_QUANTILES", "Recipe", "SCREENED_RECIPES", "grade_thresholds", "iter_recipe_queries", "latent_relevance",
            "letor_dir", "write_recipe_dataset", "write_recipe_letor"]
