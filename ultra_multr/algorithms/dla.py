@@ -112,8 +112,10 @@ class DLA(PluginAlgorithm):
         with torch.no_grad():
             weights = self.propensity_weights(propensity_logits, batch.mask)
         relevance, extra_loss = self.examination_relevance(batch, scores, weights)
-        with torch.no_grad():
-            relevance_weights = self.propensity_weights(relevance, batch.mask)
+        with torch.no_grad():  # the examination loss is scale-free in them: no overflow on widely spread scores
+            relevance_weights = losses.relative_ipw_weights(
+                relevance, batch.mask, self.hparams.logits_to_prob, self.hparams.max_propensity_weight
+            )
         rank_loss, parts = self.ranking_loss(batch, scores, weights)
         exam_loss = losses.dla_softmax_loss(propensity_logits, batch.labels, relevance_weights, batch.mask)
         parts = dict(parts, rank_loss=float(rank_loss.detach()), exam_loss=float(exam_loss.detach()))

@@ -10,7 +10,13 @@ combines it), :mod:`.rem`, :mod:`.paird`, :mod:`.pal`.
 Every public name is re-exported here, so ``losses.dr_loss`` works.
 """
 from ultra_multr.losses.authors_code import authors_code_dr_loss
-from ultra_multr.losses.dla import PROBABILITY_FUNCTIONS, dla_softmax_loss, ipw_weights, logits_to_probability
+from ultra_multr.losses.dla import (
+    PROBABILITY_FUNCTIONS,
+    dla_softmax_loss,
+    ipw_weights,
+    logits_to_probability,
+    relative_ipw_weights,
+)
 from ultra_multr.losses.dr import (
     FORMS,
     VARIANTS,
@@ -41,13 +47,11 @@ __all__ = [
     "FORMS",
     "MIN_WEIGHT_MASS",
     "NORMALIZATIONS",
-    "authors_code_dr_loss",
-    "randomized_document_weights",
-    "rebalance_weights",
     "PROBABILITY_FUNCTIONS",
     "VARIANTS",
     "WEIGHT_GUARDS",
     "apply_weight_guard",
+    "authors_code_dr_loss",
     "dla_softmax_loss",
     "dr_document_weights",
     "dr_loss",
@@ -59,14 +63,17 @@ __all__ = [
     "logits_to_probability",
     "masked_log_softmax",
     "masked_mean",
-    "online_em_update",
     "negative_weight_share",
+    "online_em_update",
     "pairwise_debias_loss",
     "pairwise_debias_pair_losses",
     "pairwise_debias_update",
     "pal_click_log_probability",
     "pal_click_loss",
     "paper_rerank_weight",
+    "randomized_document_weights",
+    "rebalance_weights",
+    "relative_ipw_weights",
     "rem_posteriors",
     "sigmoid_cross_entropy",
     "weighted_listwise_loss",

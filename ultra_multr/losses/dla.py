@@ -5,6 +5,8 @@ is True for real documents and padded slots never carry weight or loss.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ultra_multr.losses.listwise import masked_log_softmax
@@ -60,6 +62,38 @@ def ipw_weights(propensity: torch.Tensor, mask: torch.Tensor, max_weight: float 
     return torch.where(mask, weights, torch.zeros_like(weights))
 
 
+def relative_ipw_weights(
+    logits: torch.Tensor, mask: torch.Tensor, kind: str = "softmax", max_weight: float = -1.0
+) -> torch.Tensor:
+    """:func:`ipw_weights` of :func:`logits_to_probability`, up to one positive factor for the whole batch, without
+    overflow: ``log w_i = log p_1 - log p_i`` (clamped at ``log(max_weight)`` when > 0) minus its largest value
+    over the batch's valid slots, so the largest weight is 1.
+
+    ``p_1 / p_i = exp(s_1 - s_i)`` overflows float32 once a list's logits spread over about 88.7, and a loss
+    normalised by the weights' sum then computes inf / inf.  :func:`dla_softmax_loss` does not change when every
+    weight is multiplied by one positive number, so it takes these weights as they are.
+
+    Args:
+        logits: [B, N]; mask: [B, N] bool.
+
+    Returns:
+        [B, N] in [0, 1]; 0 at padded slots.
+    """
+    if kind == "softmax":
+        log_probs = masked_log_softmax(logits, mask)
+    elif kind == "sigmoid":
+        valid = mask.to(logits.dtype)
+        mean = (logits * valid).sum(-1, keepdim=True) / valid.sum(-1, keepdim=True).clamp(min=1.0)
+        log_probs = torch.nn.functional.logsigmoid(logits - mean)
+    else:
+        raise ValueError("logits_to_prob must be one of %s, got %r" % (PROBABILITY_FUNCTIONS, kind))
+    log_weights = log_probs[:, :1] - log_probs
+    if max_weight > 0:
+        log_weights = log_weights.clamp(max=math.log(max_weight))
+    log_weights = torch.where(mask, log_weights, torch.full_like(log_weights, -math.inf))
+    return torch.exp(log_weights - log_weights.max().clamp(min=-1e30))
+
+
 def dla_softmax_loss(
     scores: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor
 ) -> torch.Tensor:
@@ -67,7 +101,8 @@ def dla_softmax_loss(
 
     ``sum_q CE(scores_q, w*y / sum(w*y)) * sum(w*y) / sum_q sum(w*y)`` with
     ``w*y = (y + 1e-7) * w``, over valid slots only (ULTRA lets padded slots
-    into the softmax).
+    into the softmax).  Multiplying every weight by one positive number
+    leaves it unchanged (:func:`relative_ipw_weights`).
 
     Args:
         scores: [B, N] logits; labels: [B, N] clicks; weights: [B, N]; mask: [B, N].
