@@ -19,3 +19,19 @@ def test_method_registry_settings_and_unknown_method():
         registry.get_method("mulrt")
     with pytest.raises(ValueError, match="cannot hold"):
         registry.format_hparams({"path": "a,b"})
+
+
+def test_every_registered_method_gives_hyper_parameters_its_algorithm_accepts():
+    """A registry row with a misspelt or refused hyper-parameter would fail only when its runs start."""
+    from conftest import require_ultra
+
+    ultra = require_ultra()
+    from ultra_multr.config import parse_hparams
+
+    params = registry.RunParameters("d", "f", 0, registry.DEFAULT_SECTIONS)
+    for name in registry.known_methods():
+        settings = registry.get_method(name).make_settings(params)
+        algorithm = ultra.utils.find_class(settings["learning_algorithm"])
+        parse_hparams(algorithm.config_class, settings["learning_algorithm_hparams"])
+    guarded = registry.get_method("multr_guarded").make_settings(params)
+    assert "logger_guard=order_fit" in guarded["learning_algorithm_hparams"].split(",")
