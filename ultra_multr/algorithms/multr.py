@@ -42,7 +42,7 @@ Algorithm 1 of the paper inside ULTRA's unmodified ``main.py``:
    per query lost to the paper's form in the headroom study
    (docs/estimator_targets.md, docs/headroom.md).  ``rerank_weight=auto``
    chooses ``a`` before the first update by a short pilot scored on the
-   validation split (:mod:`.rerank_weight`).  ``variant=eib`` gives
+   validation split (:mod:`.pilot`).  ``variant=eib`` gives
    EIB-MULTR.  By default
    (``imputation=expected``) the pseudo clicks are their expectations,
    estimated once per training list after the simulator is frozen (see

@@ -1,7 +1,7 @@
 """``tune=<hparam>``: a baseline's validation pilot, the same budget MULTR's ``rerank_weight=auto`` gets.
 
 MULTR chooses the weight of its re-ranked term by a pilot scored on the
-validation labels (:mod:`.rerank_weight`).  A fair study gives every other
+validation labels (:mod:`.pilot`).  A fair study gives every other
 method the same: ``tune=learning_rate,tune_grid=[0.01,0.05,0.2]`` (or
 ``max_propensity_weight`` for DLA and IPW) trains a copy of the ranker from
 the same initial state for ``tune_pilot_steps`` updates per candidate, on the
@@ -41,7 +41,7 @@ def tune(algorithm, valid_set=None, batch_size: int = None) -> float:
 
     Args:
         valid_set: the validation split (padded to ``max_candidate_num``);
-            None: main.py's (:func:`.rerank_weight.read_validation_set`).
+            None: main.py's (:func:`.pilot.read_validation_set`).
         batch_size: lists per pilot update; None: main.py's ``--batch_size``.
     """
     config = algorithm.hparams
