@@ -33,13 +33,18 @@ def logits_to_probability(logits: torch.Tensor, mask: torch.Tensor, kind: str = 
     """
     if kind == "softmax":
         probs = torch.exp(masked_log_softmax(logits, mask))
-    elif kind == "sigmoid":
-        valid = mask.to(logits.dtype)
-        mean = (logits * valid).sum(-1, keepdim=True) / valid.sum(-1, keepdim=True).clamp(min=1.0)
-        probs = torch.sigmoid(logits - mean)
     else:
-        raise ValueError("logits_to_prob must be one of %s, got %r" % (PROBABILITY_FUNCTIONS, kind))
+        probs = torch.sigmoid(_centred(logits, mask, kind))
     return torch.where(mask, probs, torch.ones_like(probs))
+
+
+def _centred(logits: torch.Tensor, mask: torch.Tensor, kind: str) -> torch.Tensor:
+    """[B, N] ``logits`` minus their mean over valid slots, what the "sigmoid" form takes the sigmoid of (ULTRA's
+    ``sigmoid_prob``); ``kind`` is checked here, after "softmax" was handled by the caller."""
+    if kind != "sigmoid":
+        raise ValueError("logits_to_prob must be one of %s, got %r" % (PROBABILITY_FUNCTIONS, kind))
+    valid = mask.to(logits.dtype)
+    return logits - (logits * valid).sum(-1, keepdim=True) / valid.sum(-1, keepdim=True).clamp(min=1.0)
 
 
 def ipw_weights(propensity: torch.Tensor, mask: torch.Tensor, max_weight: float = -1.0) -> torch.Tensor:
@@ -81,12 +86,8 @@ def relative_ipw_weights(
     """
     if kind == "softmax":
         log_probs = masked_log_softmax(logits, mask)
-    elif kind == "sigmoid":
-        valid = mask.to(logits.dtype)
-        mean = (logits * valid).sum(-1, keepdim=True) / valid.sum(-1, keepdim=True).clamp(min=1.0)
-        log_probs = torch.nn.functional.logsigmoid(logits - mean)
     else:
-        raise ValueError("logits_to_prob must be one of %s, got %r" % (PROBABILITY_FUNCTIONS, kind))
+        log_probs = torch.nn.functional.logsigmoid(_centred(logits, mask, kind))
     log_weights = log_probs[:, :1] - log_probs
     if max_weight > 0:
         log_weights = log_weights.clamp(max=math.log(max_weight))
