@@ -4,7 +4,7 @@ Usage::
 
     python studies/paper_setting/logged_order.py --work WORK_DIR --out studies/paper_setting/results/logged_order
 
-Writes, per data set, the agreement of :func:`ultra_multr.logged_order.logged_order_fit` (a 2-layer ranker
+Writes, per data set, the agreement of :func:`ultra_multr.algorithms.logger_guard.fit_to_logged_order` (a 2-layer ranker
 fitted to the logged order of 80 % of the training queries, its share of the other queries' document pairs
 ordered as the logger did; the seed MULTR's guard uses, 0) to ``OUT.csv`` and ``OUT.md``.  The data: the
 screen's eight recipes of ULTRA's recipe (``SCREENED_RECIPES``) and the headroom study's stress sets (a logger
@@ -20,15 +20,13 @@ import json
 import os
 import sys
 
-import numpy as np
-import torch
 import ultra
 
+from ultra_multr.algorithms.logger_guard import fit_to_logged_order
 from ultra_multr.feeds.arrays import query_arrays
 from ultra_multr.files import atomic_write_text
 from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset
 from ultra_multr.generate.ultra_recipe import SCREENED_RECIPES, write_recipe_dataset
-from ultra_multr.logged_order import logged_order_fit
 
 #: studies/headroom/run.py's stress sets (its defaults).
 STRESS = dict(split_sizes={"train": 1000, "valid": 100, "test": 100}, docs_per_query=(6, 10), n_features=46,
@@ -38,9 +36,7 @@ STRESS = dict(split_sizes={"train": 1000, "valid": 100, "test": 100}, docs_per_q
 def agreement(data_dir: str) -> dict:
     data = ultra.utils.read_data(data_dir.rstrip("/") + "/", "train", None, 10)
     arrays = query_arrays(data, 10)
-    queries = np.arange(arrays.n_queries)
-    fit = logged_order_fit(torch.from_numpy(arrays.list_features(queries)), torch.from_numpy(arrays.mask[queries]),
-                           torch.Generator().manual_seed(0))
+    fit = fit_to_logged_order(arrays, 0)
     return {"agreement": round(fit.agreement, 4), "training_queries": arrays.n_queries,
             "heldout_queries": fit.heldout_queries, "heldout_pairs": fit.heldout_pairs}
 

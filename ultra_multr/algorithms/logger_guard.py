@@ -24,10 +24,18 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ultra_multr.feeds.arrays import query_arrays
-from ultra_multr.logged_order import logged_order_fit
+from ultra_multr.feeds.arrays import QueryArrays, query_arrays
+from ultra_multr.logged_order import OrderFit, logged_order_fit
 from ultra_multr.session_budget import LEDGER
 from ultra_multr.algorithms.base import LOGGER
+
+
+def fit_to_logged_order(arrays: QueryArrays, seed: int) -> OrderFit:
+    """:func:`ultra_multr.logged_order.logged_order_fit` on every list of ``arrays`` (their first N positions, in
+    the logged order), with a generator seeded by ``seed``."""
+    queries = np.arange(arrays.n_queries)
+    return logged_order_fit(torch.from_numpy(arrays.list_features(queries)), torch.from_numpy(arrays.mask[queries]),
+                            torch.Generator().manual_seed(seed))
 
 
 def logger_guard_fires(algorithm) -> bool:
@@ -52,10 +60,7 @@ def logger_guard_fires(algorithm) -> bool:
             config.logger_guard_min_queries, algorithm.host_name(),
         )
         return True
-    queries = np.arange(arrays.n_queries)
-    generator = torch.Generator().manual_seed(config.seed)
-    fit = logged_order_fit(torch.from_numpy(arrays.list_features(queries)), torch.from_numpy(arrays.mask[queries]),
-                           generator)
+    fit = fit_to_logged_order(arrays, config.seed)
     fired = fit.agreement < config.logger_guard_threshold
     record.update(decision="fired" if fired else "passed", host_losses=fired, agreement=fit.agreement,
                   heldout_queries=fit.heldout_queries, heldout_pairs=fit.heldout_pairs)
