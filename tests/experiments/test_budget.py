@@ -93,3 +93,15 @@ def test_a_run_before_the_ledger_held_its_choices_is_read_from_its_log(tmp_path)
     rows = budget.format_markdown(str(tmp_path / "runs")).splitlines()
     assert "| g / Fold1 / old / seed 0 | 9 |  |  |  |  | 9 | 1.000 | learning_rate = 0.2 |  |" in rows
     assert "| g / Fold1 / new / seed 0 | 9 |  |  |  |  | 9 | 1.000 |  |  |" in rows  # its ledger says: no pilot
+
+
+def test_a_fired_logger_guard_is_a_refusal_in_the_table():
+    """logger_guard=order_fit's decision (ultra_multr.algorithms.logger_guard) as the ledger records it."""
+    fired = {"logger_guard": {"decision": "fired", "host_losses": True, "agreement": 0.8312, "training_queries": 60},
+             "rerank_weight": {"by": "simulator_not_used"}}
+    assert budget.decided_facts(fired) == {"pilot choice": "the user simulator is not used",
+                                           "refused": "LOGGER GUARD FIRED (0.831 of held-out pairs)"}
+    few = {"logger_guard": {"decision": "too_few_queries", "host_losses": True, "training_queries": 20}}
+    assert budget.decided_facts(few)["refused"] == "only 20 training queries (logger guard)"
+    passed = {"logger_guard": {"decision": "passed", "host_losses": False, "agreement": 0.99, "training_queries": 200}}
+    assert budget.decided_facts(passed) == {"pilot choice": "", "refused": ""}

@@ -8,8 +8,8 @@ tables.  For every finished run under a runner's ``runs`` folder:
   written by :mod:`ultra_multr.session_budget`; also in ``done.json`` under
   ``sessions``) and the ranker's clicks per list (lists without a click dropped);
 * from the ledger's decisions: the rerank pilot's and a ``tune`` pilot's
-  choice, and the refusals (too few validation queries or held-out sessions,
-  a rejected or unvalidated simulator).
+  choice, and the refusals (the logger guard, too few validation queries or
+  held-out sessions, a rejected or unvalidated simulator).
 
 CLI::
 
@@ -30,6 +30,9 @@ from ultra_multr.experiments.aggregate import finished_run_dirs
 
 #: The ledger's simulator decisions that refuse it (simulator_guard=position), as the table names them.
 REFUSED_SIMULATOR = {"rejected": "USER SIMULATOR REJECTED", "not_validated": "USER SIMULATOR NOT VALIDATED"}
+#: The logger guard's decisions that make MULTR train as its host, as the table names them (% the decision).
+LOGGER_GUARD = {"fired": "LOGGER GUARD FIRED (%(agreement).3f of held-out pairs)",
+                "too_few_queries": "only %(training_queries)d training queries (logger guard)"}
 #: (column, pattern of train.stderr whose first group is the cell): the facts of a run before ledger_version 2.
 LOG_FACTS = (
     ("pilot choice", re.compile(r"rerank_weight=auto: pilot of .*; chosen a = ([0-9.]+)")),
@@ -43,11 +46,15 @@ LOG_FACTS = (
 def decided_facts(decisions: Dict[str, Dict[str, Any]]) -> Dict[str, str]:
     """The "pilot choice" and "refused" cells of a ledger's decisions (:mod:`ultra_multr.session_budget`).
 
-    Refusals in the order a run meets them: early stopping for too few
+    Refusals in the order a run meets them: the logger guard (before any
+    simulator is trained), early stopping for too few
     held-out sessions, a simulator not validated on too few of them, a pilot
     with too few validation queries; then a refused simulator's verdict.
     """
     choices, refused = [], []
+    logger_guard = decisions.get("logger_guard", {})
+    if logger_guard.get("host_losses"):
+        refused.append(LOGGER_GUARD[logger_guard["decision"]] % logger_guard)
     if decisions.get("simulator_training", {}).get("early_stopping") == "too_few_heldout_sessions":
         refused.append("only %d distinct held-out sessions" % decisions["simulator_training"]["heldout_sessions"])
     simulator = decisions.get("user_simulator", {})
