@@ -25,12 +25,9 @@ import ultra
 from ultra_multr.algorithms.logger_guard import fit_to_logged_order
 from ultra_multr.feeds.arrays import query_arrays
 from ultra_multr.files import atomic_write_text
-from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset
+from ultra_multr.generate.ultra_dataset import STRESS_SET as STRESS, write_synthetic_ultra_dataset
 from ultra_multr.generate.ultra_recipe import SCREENED_RECIPES, write_recipe_dataset
 
-#: studies/headroom/run.py's stress sets (its defaults).
-STRESS = dict(split_sizes={"train": 1000, "valid": 100, "test": 100}, docs_per_query=(6, 10), n_features=46,
-              initial_noise=2.0, signal=1.0, ranker_feature=True)
 
 
 def agreement(data_dir: str) -> dict:

@@ -24,15 +24,16 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Dict, List, Sequence
 
 import numpy as np
 
 from ultra_multr.files import atomic_write_text
+from ultra_multr.generate.ultra_dataset import STRESS_SET, write_synthetic_ultra_dataset
 from ultra_multr.generate.ultra_recipe import SCREENED_RECIPES as RECIPES
 from ultra_multr.generate.ultra_recipe import write_recipe_dataset
-from ultra_multr.experiments import compare
+from ultra_multr.experiments import budget, compare
 from ultra_multr.experiments.runner import cli as runner
 from ultra_multr.experiments.significance import randomization_test
 
@@ -53,7 +54,17 @@ METHODS = {
                     "learning_algorithm_hparams": dict(PILOT, simulator_steps=10000)},
     "rand_multr_pilot": {"label": "Rand-MULTR", "role": "multr", "learning_algorithm": "ultra_multr.MULTR",
                          "learning_algorithm_hparams": dict(PILOT, simulator_steps=0)},
+    # MULTR with the label-free logger guard (off by default): DLA's losses where the features miss the logged order
+    "multr_guarded_pilot": {"label": "MULTR guarded", "role": "multr", "learning_algorithm": "ultra_multr.MULTR",
+                            "learning_algorithm_hparams": dict(PILOT, simulator_steps=10000, logger_guard="order_fit")},
+    # IPS with the true propensities: the feed's position-based click model's (position-based clicks only)
+    "ips_true_pilot": {"label": "IPS (true propensities)", "role": "baseline", "learning_algorithm": "ultra_multr.IPW",
+                       "learning_algorithm_hparams": PILOT},
 }
+#: The methods of --grid unless --methods names others: IPS needs position-based clicks.
+GRID_METHODS = ("oracle_pilot", "dla_pilot", "naive_pilot", "multr_pilot", "rand_multr_pilot")
+#: The runner's dataset of each group, and the group's name in the grid's table.
+GROUPS = {"recipe": "ultra_recipe", "stress": "stress"}
 #: The screening's two methods; the grid's (--grid) add Naive, MULTR and Rand-MULTR.
 SCREEN_METHODS = ("oracle_pilot", "dla_pilot")
 GRID_COLUMNS = ("data", "regime", "method", "runs", "ndcg10", "delta_vs_dla", "p_vs_dla", "p_holm")
@@ -63,11 +74,12 @@ COLUMNS = ("recipe", "nonlinear", "label_noise", "features", "train_queries", "l
 
 
 def study_config(out: str, data_dirs: Dict[str, str], seeds: Sequence[int], steps: int,
-                 methods: Sequence[str] = SCREEN_METHODS, click_model: str = CASCADE) -> dict:
-    """The runner's config: each recipe a fold of the dataset "recipe"."""
+                 methods: Sequence[str] = SCREEN_METHODS, click_model: str = CASCADE,
+                 stress_dirs: Dict[str, str] = None) -> dict:
+    """The runner's config: each recipe set a fold of the dataset "recipe", each stress set one of "stress"."""
     return {
         "output_dir": out,
-        "datasets": {"recipe": dict(data_dirs)},
+        "datasets": dict({"recipe": dict(data_dirs)}, **({"stress": dict(stress_dirs)} if stress_dirs else {})),
         "methods": list(methods),
         "extra_methods": {name: METHODS[name] for name in methods},
         "seeds": list(seeds),
@@ -79,6 +91,16 @@ def study_config(out: str, data_dirs: Dict[str, str], seeds: Sequence[int], step
         "main_args": {"batch_size": 256, "max_train_iteration": steps, "steps_per_checkpoint": 200,
                       "selection_bias_cutoff": 10},
     }
+
+
+def write_stress_set(data_dir: str, seed: int) -> None:
+    """The stress group's set of ``seed`` into ``data_dir``, unless it holds one made from the same description."""
+    stamp = os.path.join(data_dir, "stress_set.json")
+    description = json.dumps(dict(STRESS_SET, seed=seed), sort_keys=True)
+    if os.path.isfile(stamp) and open(stamp).read() == description:
+        return
+    write_synthetic_ultra_dataset(data_dir, seed=seed, **STRESS_SET)
+    atomic_write_text(stamp, description)
 
 
 def logger_quality(data_dir: str) -> float:
@@ -116,22 +138,29 @@ def screening_rows(runs_dir: str, data_dirs: Dict[str, str], n_permutations: int
 
 def grid_rows(runs_dir: str, methods: Sequence[str], regime: str = "cascade", n_permutations: int = 10000
               ) -> List[dict]:
-    """The issue's table, recipe group, one click regime: each method against DLA over the test queries of every
-    recipe and seed that both finished (each query averaged over seeds); Holm over this one cell is p itself."""
-    dla = compare.method_runs(runs_dir, "dla_pilot")
-    rows = []
+    """The issue's table, one click regime: per group (the runner's dataset), each method against DLA over the test
+    queries of every set and seed that both finished (each query averaged over seeds); Holm over this one cell is p
+    itself (``--combine`` adjusts over the cells)."""
+    runs = {}
     for method in methods:
         try:
-            runs = compare.method_runs(runs_dir, method)
+            runs[method] = compare.method_runs(runs_dir, method)
         except ValueError:  # not finished (yet)
             continue
-        a, b = compare.paired(runs, dla, "ndcg_10")
-        same = method == "dla_pilot"
-        p = 1.0 if same else randomization_test(a, b, n_permutations)
-        rows.append({"data": "ultra_recipe", "regime": regime, "method": METHODS[method]["label"],
-                     "runs": len(runs), "ndcg10": "%.4f" % float(np.mean(a)),
-                     "delta_vs_dla": "" if same else "%+.4f" % float(np.mean(a - b)),
-                     "p_vs_dla": "" if same else "%.4g" % p, "p_holm": "" if same else "%.4g" % p})
+    rows = []
+    for dataset, group in GROUPS.items():
+        dla = [r for r in runs.get("dla_pilot", []) if r.info["dataset"] == dataset]
+        for method, records in runs.items():
+            mine = [r for r in records if r.info["dataset"] == dataset]
+            if not mine or not dla:
+                continue
+            a, b = compare.paired(mine, dla, "ndcg_10")
+            same = method == "dla_pilot"
+            p = 1.0 if same else randomization_test(a, b, n_permutations)
+            rows.append({"data": group, "regime": regime, "method": METHODS[method]["label"],
+                         "runs": len(mine), "ndcg10": "%.4f" % float(np.mean(a)),
+                         "delta_vs_dla": "" if same else "%+.4f" % float(np.mean(a - b)),
+                         "p_vs_dla": "" if same else "%.4g" % p, "p_holm": "" if same else "%.4g" % p})
     return rows
 
 
@@ -169,15 +198,16 @@ def combine_grids(csv_paths: Sequence[str]) -> List[dict]:
     return rows
 
 
-def write_grid(rows: Sequence[dict], results_dir: str, steps: int, seeds: Sequence[int], recipes: Sequence[str],
+def write_grid(rows: Sequence[dict], results_dir: str, steps: int, seeds: Sequence[int], sets: Sequence[str],
                regime: str = "cascade") -> None:
     """``paper_setting.csv`` and ``paper_setting.md`` (``paper_setting_<regime>`` for a regime other than cascade)."""
     name = "paper_setting" if regime == "cascade" else "paper_setting_" + regime
     write_rows(rows, GRID_COLUMNS, results_dir, name, (
-        "Recipe group (%s), %s clicks, seeds %s, %d ranker updates for every method, every learning rate from "
-        "the same pilot {0.01, 0.05}; MULTR's simulator stopped by its held-out curve (cap 10,000). delta and p: "
-        "against DLA, paired two-sided Fisher randomisation test over the pooled test queries (each averaged over "
-        "seeds)." % (", ".join(recipes), regime, ", ".join(map(str, seeds)), steps)))
+        "Sets %s, %s clicks, seeds %s, %d ranker updates for every method, every learning rate from "
+        "the same pilot {0.01, 0.05}; MULTR's simulator stopped by its held-out curve (cap 10,000). runs: the "
+        "finished runs behind a row (sets x seeds). delta and p: against DLA on the same group, paired two-sided "
+        "Fisher randomisation test over the pooled test queries (each averaged over seeds)."
+        % (", ".join(sets), regime, ", ".join(map(str, seeds)), steps)))
 
 
 def write_tables(rows: Sequence[dict], results_dir: str, steps: int, seed: int) -> None:
@@ -196,9 +226,16 @@ def main(argv: Sequence[str] = None) -> int:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0, help="the screening's seed")
     parser.add_argument("--grid", type=int, nargs="+", metavar="SEED",
-                        help="the grid's first cell instead of the screening: Oracle, Naive, DLA, MULTR, Rand-MULTR "
-                             "with these seeds on --recipes")
-    parser.add_argument("--methods", nargs="+", choices=list(METHODS), help="with --grid: run only these")
+                        help="the grid instead of the screening: Oracle, Naive, DLA, MULTR, Rand-MULTR with these "
+                             "seeds on --recipes (and on the stress sets of --stress-seeds)")
+    parser.add_argument("--sets", type=int, default=1,
+                        help="with --grid: sets per recipe, drawn with recipe seeds 0..N-1 (seed 0 keeps the "
+                             "recipe's name, seed k is <recipe>_set<k>)")
+    parser.add_argument("--stress-seeds", type=int, nargs="*", default=[],
+                        help="with --grid: the stress group, one set per seed (a logger that orders by the label "
+                             "plus noise: STRESS_SET of ultra_multr.generate.ultra_dataset), named stress_<seed>")
+    parser.add_argument("--methods", nargs="+", choices=list(METHODS),
+                        help="with --grid: run these (default: %s)" % ", ".join(GRID_METHODS))
     parser.add_argument("--click-model", default=CASCADE, help="the click model (default: cascade, epsilon 0.1)")
     parser.add_argument("--regime", default="cascade", help="the click regime's name in the grid's table")
     parser.add_argument("--combine", nargs="+", metavar="CSV",
@@ -218,16 +255,22 @@ def main(argv: Sequence[str] = None) -> int:
     if not args.out:
         parser.error("--out is needed (but with --combine)")
     out = os.path.abspath(args.out)
-    data_dirs = {name: os.path.join(out, "data", name) for name in args.recipes}
+    recipes = {("%s_set%d" % (name, k) if k else name): replace(RECIPES[name], seed=k)
+               for name in args.recipes for k in range(args.sets if args.grid else 1)}
+    data_dirs = {name: os.path.join(out, "data", name) for name in recipes}
+    stress_dirs = {"stress_%d" % k: os.path.join(out, "data", "stress_%d" % k) for k in args.stress_seeds}
+    methods = args.methods or list(GRID_METHODS)
     if not args.tables_only:
         for name, data_dir in data_dirs.items():
             if not os.path.isfile(os.path.join(data_dir, "prepare_report.json")):
-                write_recipe_dataset(data_dir, RECIPES[name])
+                write_recipe_dataset(data_dir, recipes[name])
             atomic_write_text(os.path.join(out, "data", name + ".recipe.json"),
-                              json.dumps(asdict(RECIPES[name]), sort_keys=True) + "\n")
+                              json.dumps(asdict(recipes[name]), sort_keys=True) + "\n")
+        for k in args.stress_seeds:
+            write_stress_set(stress_dirs["stress_%d" % k], k)
         config_path = os.path.join(out, "grid.json" if args.grid else "screen.json")
         click_model = os.path.abspath(args.click_model)
-        config = (study_config(out, data_dirs, args.grid, args.steps, args.methods or list(METHODS), click_model)
+        config = (study_config(out, data_dirs, args.grid, args.steps, methods, click_model, stress_dirs)
                   if args.grid else study_config(out, data_dirs, [args.seed], args.steps, click_model=click_model))
         atomic_write_text(config_path, json.dumps(config, indent=1) + "\n")
         code = runner.main([config_path, "--workers", str(args.workers)]
@@ -235,9 +278,11 @@ def main(argv: Sequence[str] = None) -> int:
         if code:
             return code
     if args.grid:
-        write_grid(grid_rows(os.path.join(out, "runs"), args.methods or list(METHODS), args.regime), args.results,
-                   args.steps, args.grid, args.recipes, args.regime)
+        write_grid(grid_rows(os.path.join(out, "runs"), methods, args.regime), args.results,
+                   args.steps, args.grid, list(data_dirs) + list(stress_dirs), args.regime)
         name = "paper_setting" if args.regime == "cascade" else "paper_setting_" + args.regime
+        atomic_write_text(os.path.join(args.results, name.replace("paper_setting", "grid_sessions") + ".md"),
+                          budget.format_markdown(os.path.join(out, "runs")))
         print(open(os.path.join(args.results, name + ".md")).read(), end="")
         return 0
     rows = screening_rows(os.path.join(out, "runs"), data_dirs)

@@ -106,12 +106,28 @@ def test_the_grids_table_is_in_the_issues_format(tmp_path):
     screen = load_screen()
     rows = [{"data": "ultra_recipe", "regime": "cascade", "method": "MULTR", "runs": 2, "ndcg10": "0.9400",
              "delta_vs_dla": "-0.0044", "p_vs_dla": "0.03", "p_holm": "0.03"}]
-    screen.write_grid(rows, str(tmp_path), steps=2000, seeds=[0, 1], recipes=["quadratic_1_f46"])
+    screen.write_grid(rows, str(tmp_path), steps=2000, seeds=[0, 1], sets=["quadratic_1_f46", "stress_1"])
     assert (tmp_path / "paper_setting.csv").read_text().splitlines() == [
         "data,regime,method,runs,ndcg10,delta_vs_dla,p_vs_dla,p_holm",
         "ultra_recipe,cascade,MULTR,2,0.9400,-0.0044,0.03,0.03"]
-    assert "Recipe group (quadratic_1_f46), cascade clicks, seeds 0, 1, 2000 ranker updates" in \
+    assert "Sets quadratic_1_f46, stress_1, cascade clicks, seeds 0, 1, 2000 ranker updates" in \
         (tmp_path / "paper_setting.md").read_text()
+
+
+def test_the_grid_compares_each_group_with_its_own_dla(tmp_path):
+    from run_records import method_runs, write_runs
+
+    screen = load_screen()
+    records = []
+    for dataset, dla, multr in (("recipe", [0.5, 0.6, 0.7], [0.6, 0.7, 0.8]), ("stress", [0.8, 0.8, 0.9],
+                                                                                  [0.6, 0.7, 0.7])):
+        records += method_runs("dla_pilot", "baseline", {"set": dla}, dataset=dataset)
+        records += method_runs("multr_pilot", "multr", {"set": multr}, dataset=dataset)
+    write_runs(tmp_path, records)
+    rows = screen.grid_rows(str(tmp_path), ["multr_pilot", "dla_pilot"], n_permutations=100)
+    assert [(r["data"], r["method"], r["runs"], r["ndcg10"], r["delta_vs_dla"]) for r in rows] == [
+        ("ultra_recipe", "MULTR", 2, "0.7000", "+0.1000"), ("ultra_recipe", "DLA", 2, "0.6000", ""),
+        ("stress", "MULTR", 2, "0.6667", "-0.1667"), ("stress", "DLA", 2, "0.8333", "")]
 
 
 def test_the_screenings_tables_hold_each_recipes_row(tmp_path):

@@ -80,6 +80,12 @@ def iter_synthetic_queries(
         )
 
 
+#: The stress group's sets (studies/headroom/run.py's defaults): a logger that orders each list by the label plus
+#: noise, so a document's logged position carries relevance no feature carries.  Pass with ``seed=k``.
+STRESS_SET = dict(split_sizes={"train": 1000, "valid": 100, "test": 1000}, docs_per_query=(6, 10), n_features=46,
+                  initial_noise=2.0, signal=1.0, ranker_feature=True)
+
+
 def write_synthetic_ultra_dataset(
     directory: str,
     split_sizes: Dict[str, int] = None,

@@ -9,12 +9,12 @@ from ultra_multr.metrics import metric_names
 METRICS = metric_names()
 
 
-def method_runs(method, role, values_by_fold, seeds=(0, 1), variant=None, sweep=None):
-    """Runs of one method: per fold, the [n] per-query values (same for every metric)."""
+def method_runs(method, role, values_by_fold, seeds=(0, 1), variant=None, sweep=None, dataset="toy"):
+    """Runs of one method on ``dataset``: per fold, the [n] per-query values (same for every metric)."""
     records = []
     for fold, values in values_by_fold.items():
         for seed in seeds:
-            info = {"dataset": "toy", "fold": fold, "method": method, "label": method.upper(), "role": role,
+            info = {"dataset": dataset, "fold": fold, "method": method, "label": method.upper(), "role": role,
                     "order": registry.table_order(method), "variant": variant, "sweep": sweep, "seed": seed}
             per_query = {"q%d" % i: {m: float(v) for m in METRICS} for i, v in enumerate(values)}
             records.append(RunRecord(info=info, per_query=per_query))
