@@ -12,10 +12,15 @@ running at the time:
 * ``tuning_pilot``: the validation pilot of a baseline's hyper-parameter
   (:mod:`ultra_multr.algorithms.tuning`).
 
-Per phase three numbers: ``sessions`` (lists drawn, those without a click
+Per phase four numbers: ``sessions`` (lists drawn, those without a click
 included: a logged session without a click is still a session), ``lists``
 (lists handed to the learner: main.py and the simulator drop lists without
-a click) and ``clicks`` (on those lists; clicks per list = clicks / lists).  With a fixed click log (``ClickLogFeed``,
+a click), ``clicks`` (on those lists; clicks per list = clicks / lists) and
+``interventions`` (those lists that were intervention sessions, shown with an
+adjacent pair swapped or shuffled: the click feed's ``intervention_share``;
+their share is interventions / lists).  A run whose feeds show intervention
+sessions also has ``interventions``: the feed's share and kind
+(:meth:`SessionLedger.note_interventions`; None without).  With a fixed click log (``ClickLogFeed``,
 ``sessions_per_query=K``) every phase draws from the same log, so the run's
 distinct sessions are the log's Q x K (``log_sessions``), whatever the draws.
 
@@ -54,8 +59,9 @@ from ultra_multr.files import atomic_write_text
 
 PHASES = ("ranker", "simulator_train", "simulator_heldout", "rerank_pilot", "tuning_pilot")
 BUDGET_FILE = "session_budget.json"
-#: ``session_budget.json``'s ``ledger_version``: 2 holds every pilot's choice and refusal among the decisions.
-LEDGER_VERSION = 2
+#: ``session_budget.json``'s ``ledger_version``: 2 holds every pilot's choice and refusal among the decisions;
+#: 3 adds the intervention sessions (``interventions`` per phase and for the run).
+LEDGER_VERSION = 3
 #: How a pilot's choice was made (``by`` of the ``rerank_weight`` and ``tune`` decisions): by its pilot, or
 #: without one: too few validation queries, no validation split, the simulator not used, a single candidate.
 CHOSEN_BY = ("pilot", "too_few_validation_queries", "no_validation_split", "simulator_not_used", "only_candidate")
@@ -73,6 +79,8 @@ class SessionLedger:
         self.counts: Dict[str, Dict[str, int]] = {}
         self.budget = 0
         self.log_sessions: Optional[int] = None
+        #: the click feed's intervention sessions, ``{"share": s, "kind": "swap" | "shuffle"}`` (None: none shown)
+        self.interventions: Optional[Dict[str, Any]] = None
         #: what the run decided on its evidence, by name (:meth:`record_decision`)
         self.decisions: Dict[str, Dict[str, Any]] = {}
         #: main.py's --model_dir, noted at the first draw (runpy restores __main__ before exit)
@@ -96,12 +104,17 @@ class SessionLedger:
         self.note_model_dir()
         self.decisions[name] = dict(facts)
 
-    def record(self, sessions: int, lists: int, budget: int = 0, clicks: float = 0.0) -> None:
-        """Count ``sessions`` drawn, ``lists`` fed and their ``clicks`` under the current phase.
+    def note_interventions(self, share: float, kind: str) -> None:
+        """Note that the run's click feed shows a ``share`` of its sessions as ``kind`` interventions."""
+        self.interventions = {"share": float(share), "kind": kind}
+
+    def record(self, sessions: int, lists: int, budget: int = 0, clicks: float = 0.0, interventions: int = 0) -> None:
+        """Count ``sessions`` drawn, ``lists`` fed, their ``clicks`` and ``interventions`` under the current phase.
 
         Args:
             budget: the feed's ``session_budget`` (0: none); the largest one
                 any feed gave is the run's.
+            interventions: how many of the ``lists`` were intervention sessions.
 
         Raises:
             SessionBudgetExceeded: the sessions of all phases would exceed the budget.
@@ -115,10 +128,11 @@ class SessionLedger:
                 "--max_train_iteration, simulator_steps, rerank_pilot_steps)"
                 % (self.budget, self.phase, self.total, self.describe(), sessions)
             )
-        count = self.counts.setdefault(self.phase, {"sessions": 0, "lists": 0, "clicks": 0})
+        count = self.counts.setdefault(self.phase, {"sessions": 0, "lists": 0, "clicks": 0, "interventions": 0})
         count["sessions"] += int(sessions)
         count["lists"] += int(lists)
         count["clicks"] += int(clicks)
+        count["interventions"] += int(interventions)
 
     @contextmanager
     def in_phase(self, phase: str) -> Iterator[None]:
@@ -136,13 +150,15 @@ class SessionLedger:
 
     def summary(self) -> Dict:
         """What ``session_budget.json`` holds: per-phase counts, the total, the budget, the log's size,
-        the run's decisions, the torch thread count and the ledger's version."""
+        the intervention sessions' share and kind, the run's decisions, the torch thread count and the
+        ledger's version."""
         return {
             "ledger_version": LEDGER_VERSION,
             "phases": {phase: dict(count) for phase, count in self.counts.items()},
             "total_sessions": self.total,
             "session_budget": self.budget,
             "log_sessions": self.log_sessions,
+            "interventions": dict(self.interventions) if self.interventions else None,
             "decisions": {name: dict(facts) for name, facts in self.decisions.items()},
             "torch_threads": torch.get_num_threads(),
         }

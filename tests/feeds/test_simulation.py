@@ -288,3 +288,175 @@ def test_a_click_model_that_reads_features(data_set, write_model):
     input_feed, _ = feed.get_batch(data_set)
     batch = as_batch(input_feed)
     assert torch.equal(batch.labels, ((batch.features[..., 0] > 0) & batch.mask).float())
+
+
+# -- intervention sessions (intervention_share, intervention) -------------------------------------------------
+
+
+def padded_data(n_queries=60, n=6, seed=0):
+    """Lists of n slots with padding anywhere (feature 0 of a document is its id), and two lists that
+    cannot be swapped in (no two adjacent real documents) or shuffled (one real document)."""
+    rng = np.random.default_rng(seed)
+    lists = [[0, -1, 1, -1, 2, -1], [-1, -1, 3, -1, -1, -1]]
+    while len(lists) < n_queries:
+        real = rng.random(n) < 0.7
+        lists.append([0 if r else -1 for r in real] if real.any() else [0] + [-1] * (n - 1))
+    next_doc = 4
+    for docs in lists[2:]:
+        for i, doc in enumerate(docs):
+            if doc >= 0:
+                docs[i], next_doc = next_doc, next_doc + 1
+    grades = rng.integers(0, 3, next_doc)
+    return types.SimpleNamespace(
+        initial_list=lists,
+        labels=[[int(grades[d]) if d >= 0 else 0 for d in docs] for docs in lists],
+        features=[[float(d), 1.0] for d in range(next_doc)],
+    )
+
+
+def logged_and_shown(data, info):
+    """([B, N] logged doc ids, [B, N] the batch's doc ids by position; -1 at padding)."""
+    n = len(info["input_list"][0])
+    logged = shown_lists(data, info["rank_list_idxs"], n)
+    docid, features = np.array(info["input_list"]), info["letor_features"]
+    shown = np.where(docid < len(features), features[np.minimum(docid, len(features) - 1), 0], -1)
+    return logged, shown.astype(np.int64)
+
+
+def intervention_feed(click_model, batch_size, share, kind="swap", n=N, extra=""):
+    hparams = "click_model_json=%s,seed=7,intervention_share=%g,intervention=%s%s" % (click_model, share, kind, extra)
+    return ClickSimulationFeed(algorithm_stub(n), batch_size, hparams)
+
+
+@pytest.mark.parametrize("kind", ["swap", "shuffle"])
+@pytest.mark.parametrize("share", [0.1, 0.5])
+def test_the_feed_shows_the_share_of_intervention_sessions_it_is_given(data_set, fresh_ledger, kind, share):
+    from ultra_multr.session_budget import LEDGER
+
+    feed = intervention_feed(cascade_json(), 250, share, kind)
+    codes = []
+    for _ in range(8):  # 2000 sessions; every list of the data has 3 or more documents, so each can be one
+        feed.get_batch(data_set)
+        codes.append(feed.last_interventions)
+    codes = np.concatenate(codes)
+    observed = float(np.mean(codes != -1))
+    assert abs(observed - share) <= 4.5 * np.sqrt(share * (1 - share) / len(codes))
+    assert set(codes[codes != -1]) <= (set(range(N - 1)) if kind == "swap" else {-2})
+    summary = LEDGER.summary()
+    assert summary["interventions"] == {"share": share, "kind": kind}
+    assert summary["phases"]["ranker"]["interventions"] == int((codes != -1).sum())
+    assert summary["phases"]["ranker"]["lists"] == len(codes)
+
+
+@pytest.mark.parametrize("share", [0.5, 1.0])
+def test_a_swap_exchanges_the_two_real_documents_at_the_positions_it_reports(write_model, share):
+    data = padded_data()
+    model = write_model({"model_name": "cascade_model", "click_prob": [0.3, 0.6, 0.9], "exam_prob": [1.0]})
+    feed = intervention_feed(model, 64, share, n=6)
+    seen = set()
+    for _ in range(20):
+        input_feed, info = feed.get_batch(data)
+        logged, shown = logged_and_shown(data, info)
+        for b, k in enumerate(feed.last_interventions):
+            expected = logged[b].copy()
+            if k >= 0:
+                assert logged[b, k] >= 0 and logged[b, k + 1] >= 0  # never a padded slot
+                expected[[k, k + 1]] = expected[[k + 1, k]]
+                assert np.flatnonzero(shown[b] != logged[b]).tolist() == [k, k + 1]
+                seen.add(int(k))
+            elif share == 1.0:  # every session is drawn for a swap: only lists without an adjacent pair are not
+                assert not np.any((logged[b, :-1] >= 0) & (logged[b, 1:] >= 0))
+            assert shown[b].tolist() == expected.tolist()
+        assert np.all(np.array(info["click_list"])[shown < 0] == 0)  # padding is never clicked
+    assert seen == set(range(5))
+
+
+@pytest.mark.parametrize("share", [0.5, 1.0])
+def test_a_shuffle_shows_the_same_documents_and_keeps_padding_in_place(write_model, share):
+    data = padded_data()
+    model = write_model({"model_name": "cascade_model", "click_prob": [0.3, 0.6, 0.9], "exam_prob": [1.0]})
+    feed = intervention_feed(model, 64, share, "shuffle", n=6)
+    moved = 0
+    for _ in range(20):
+        _, info = feed.get_batch(data)
+        logged, shown = logged_and_shown(data, info)
+        codes = feed.last_interventions
+        assert set(codes) <= {-1, -2}
+        for b in range(len(codes)):
+            assert np.array_equal(shown[b] < 0, logged[b] < 0)
+            assert sorted(shown[b]) == sorted(logged[b])
+            if codes[b] == -1:
+                assert np.array_equal(shown[b], logged[b])
+                assert share < 1.0 or (logged[b] >= 0).sum() < 2
+            moved += int(not np.array_equal(shown[b], logged[b]))
+    assert moved > 0
+
+
+def test_clicks_are_drawn_on_the_order_shown(write_model):
+    # Only position 0 is examined, and every examined document is clicked.
+    first_only = write_model({"model_name": "position_biased_model", "click_prob": [1.0, 1.0, 1.0],
+                              "exam_prob": [1.0, 0.0]})
+    data = types.SimpleNamespace(initial_list=[[10 * q + i for i in range(4)] for q in range(8)],
+                                 labels=[[0, 1, 2, 0]] * 8, features=[[float(d), 1.0] for d in range(80)])
+    feed = intervention_feed(first_only, 120, 1.0, n=4)
+    _, info = feed.get_batch(data)
+    logged, shown = logged_and_shown(data, info)
+    clicks, codes = np.array(info["click_list"]), feed.last_interventions
+    assert set(codes) == {0, 1, 2}
+    assert np.all(clicks[:, 0] == 1) and np.all(clicks[:, 1:] == 0)
+    assert np.array_equal(shown[codes == 0, 0], logged[codes == 0, 1])  # swapped at 0: the logged second doc
+    assert np.array_equal(shown[codes > 0, 0], logged[codes > 0, 0])
+
+
+def test_a_click_model_that_reads_features_sees_the_order_shown(data_set, write_model):
+    ultra_click_models.register_click_model("first_feature_for_test", FirstFeatureClickModel)
+    feed = intervention_feed(write_model({"model_name": "first_feature_for_test"}), 64, 1.0, "shuffle")
+    input_feed, _ = feed.get_batch(data_set)
+    batch = as_batch(input_feed)
+    assert np.all(feed.last_interventions == -2)
+    assert torch.equal(batch.labels, ((batch.features[..., 0] > 0) & batch.mask).float())
+
+
+def test_share_zero_draws_exactly_what_the_feed_drew_without_the_option(data_set):
+    plain = ClickSimulationFeed(algorithm_stub(), 16, "click_model_json=%s,seed=7" % cascade_json())
+    off = intervention_feed(cascade_json(), 16, 0.0, "shuffle")
+    on = intervention_feed(cascade_json(), 16, 0.5)
+    for check_validation in (False, True, False):
+        batches = [feed.get_batch(data_set, check_validation=check_validation) for feed in (plain, off, on)]
+        assert batches[1][1]["click_list"] == batches[0][1]["click_list"]
+        assert batches[1][1]["input_list"] == batches[0][1]["input_list"]
+        for name, values in batches[0][0].items():
+            assert np.array_equal(batches[1][0][name], values)
+        assert np.all(off.last_interventions == -1)
+        if not check_validation:  # the interventions draw from their own stream: the same queries at any share
+            assert batches[2][1]["rank_list_idxs"] == batches[0][1]["rank_list_idxs"]
+    assert torch.equal(off.generator.get_state(), plain.generator.get_state())
+
+
+def test_evaluation_batches_and_oracle_mode_show_the_logged_order(data_set, fresh_ledger):
+    from ultra_multr.session_budget import LEDGER
+
+    feed = intervention_feed(cascade_json(), 16, 1.0)
+    _, info = feed.get_next_batch(0, data_set)
+    arrays = feed.arrays_for(data_set)
+    assert np.all(feed.last_interventions == -1) and info["rank_list_idxs"] == list(range(16))
+    assert np.array_equal(info["letor_features"], arrays.features[arrays.doc_ids[:16][arrays.mask[:16]]])
+    oracle = ClickSimulationFeed(algorithm_stub(), 16, "oracle_mode=true,intervention_share=1")
+    _, info = oracle.get_batch(data_set)
+    assert np.all(oracle.last_interventions == -1)
+    assert np.array_equal(info["click_list"], oracle.arrays_for(data_set).labels[info["rank_list_idxs"]])
+    assert LEDGER.summary()["interventions"] is None
+
+
+def test_bad_intervention_hparams_are_refused_naming_the_value():
+    with pytest.raises(HParamError, match=r"intervention_share must be in \[0, 1\], got 1.5"):
+        ClickSimulationFeed(algorithm_stub(), 4, "click_model_json=x,intervention_share=1.5")
+    with pytest.raises(HParamError, match=r"intervention must be one of swap, shuffle, got 'swapp' "
+                                          r"\(did you mean 'swap'\?\)"):
+        ClickSimulationFeed(algorithm_stub(), 4, "click_model_json=x,intervention=swapp")
+    with pytest.raises(HParamError, match="unknown hyper-parameter 'intervention_shares' "
+                                          r"\(did you mean 'intervention_share'\?\)"):
+        ClickSimulationFeed(algorithm_stub(), 4, "click_model_json=x,intervention_shares=0.1")
+    with pytest.raises(HParamError, match=r"intervention_share=0.1 needs fresh clicks: a fixed click log "
+                                          r"\(sessions_per_query=3\)"):
+        ClickLogFeed(algorithm_stub(), 4, "click_model_json=x,sessions_per_query=3,intervention_share=0.1")

@@ -47,10 +47,24 @@ class QueryArrays:
     def n_queries(self) -> int:
         return int(self.doc_ids.shape[0])
 
-    def list_features(self, query_idx: np.ndarray) -> np.ndarray:
-        """[B, N, F] float32 features of the given queries' displayed lists, zero vectors at padded slots."""
-        mask = self.mask[query_idx]
-        return self.features[np.where(mask, self.doc_ids[query_idx], 0)] * mask[..., None]
+    def list_features(self, query_idx: np.ndarray, order: Optional[np.ndarray] = None) -> np.ndarray:
+        """[B, N, F] float32 features of the given queries' displayed lists, zero vectors at padded slots.
+
+        order: [B, N] int64 the logged slot each slot shows (:func:`in_shown_order`; None: the logged order).
+        """
+        mask = in_shown_order(self.mask[query_idx], order)
+        doc_ids = in_shown_order(self.doc_ids[query_idx], order)
+        return self.features[np.where(mask, doc_ids, 0)] * mask[..., None]
+
+
+def in_shown_order(values: np.ndarray, order: Optional[np.ndarray]) -> np.ndarray:
+    """[B, N, ...] per-slot values of the logged lists as shown: slot i holds ``values[b, order[b, i]]``.
+
+    order: [B, N] int64 (an intervention's, :mod:`ultra_multr.interventions`); None: the logged order, ``values``.
+    """
+    if order is None:
+        return values
+    return values[np.arange(len(order))[:, None], order]
 
 
 def feature_matrix(data_set: Any) -> np.ndarray:
@@ -195,7 +209,7 @@ def click_model_fingerprint(feed: Any) -> str:
 
 
 def build_input_feed(
-    model: Any, arrays: QueryArrays, query_idx: np.ndarray, clicks: np.ndarray
+    model: Any, arrays: QueryArrays, query_idx: np.ndarray, clicks: np.ndarray, order: Optional[np.ndarray] = None
 ) -> Tuple[Dict[str, np.ndarray], Dict[str, Any]]:
     """ULTRA's input feed of the given lists (see the module docstring) and its info map.
 
@@ -204,13 +218,15 @@ def build_input_feed(
         arrays: the data set's first N positions; N input positions are filled.
         query_idx: [B] int64 lists of the batch.
         clicks: [B, N] float32 clicks (or labels) per position.
+        order: [B, N] int64 the logged slot each position shows (an intervention session's order,
+            :func:`in_shown_order`); None: the logged order.
 
     Returns:
         (input_feed, info_map); info_map has 'rank_list_idxs', 'input_list'
         (docids, D at padding), 'click_list' and 'letor_features'.
     """
-    mask = arrays.mask[query_idx]
-    letor_features = arrays.features[arrays.doc_ids[query_idx][mask]]
+    mask = in_shown_order(arrays.mask[query_idx], order)
+    letor_features = arrays.features[in_shown_order(arrays.doc_ids[query_idx], order)[mask]]
     n_docs = letor_features.shape[0]
     # Real documents are numbered in row-major order, as they were stacked.
     numbering = (np.cumsum(mask.reshape(-1)) - 1).reshape(mask.shape)

@@ -13,7 +13,12 @@ feed dictionary and hyper-parameters, plus ``seed``.  Differences:
 * a data set whose labels exceed the click model's range is refused;
 * every draw comes from the feed's own generator, so a run repeats exactly;
 * sampling is vectorised over the batch, on per-query arrays built once per
-  data set.
+  data set;
+* ``intervention_share`` (0: off) shows that share of the training sessions
+  with an adjacent pair swapped or shuffled (``intervention``), clicks drawn
+  on the order shown and the documents fed in it; :attr:`ClickSimulationFeed.last_interventions`
+  says which rows of the last batch were interventions and where
+  (:mod:`ultra_multr.interventions`), the run's ledger counts them.
 
 :class:`ClickLogFeed` adds the click-log budget: ``sessions_per_query=K``
 samples a fixed log of K sessions per query once (from the seed alone, so
@@ -45,6 +50,7 @@ batch; per position i, ``docid_input{i}`` [B] float32 row indices into it
 """
 from __future__ import annotations
 
+import difflib
 import logging
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
@@ -53,6 +59,7 @@ import numpy as np
 import torch
 from ultra.input_layer import BaseInputFeed
 
+from ultra_multr import interventions
 from ultra_multr.compat.settings_check import check_main_py_settings
 from ultra_multr.config import parse_hparams, require
 from ultra_multr.data import ultre
@@ -60,6 +67,7 @@ from ultra_multr.feeds.arrays import (
     QueryArrays,
     build_input_feed,
     describe_data_set,
+    in_shown_order,
     max_shown_label,
     once_per_data_set,
     query_arrays,
@@ -88,6 +96,14 @@ class ClickFeedHParams:
         seed: seed of every random draw of the feed.
         session_budget: most sessions the run's phases may draw together
             (:mod:`ultra_multr.session_budget`; 0: no limit, only counted).
+        intervention_share: in [0, 1], the probability that a training
+            session (:meth:`ClickSimulationFeed.get_batch`) is an
+            intervention session, each independently (0: none, the feed
+            draws exactly what it drew without the option).  Ignored in
+            oracle mode; evaluation batches are never interventions.
+        intervention: ``swap`` (one adjacent pair of real documents, the
+            pair uniform) or ``shuffle`` (a uniformly random order of the
+            real documents); see :mod:`ultra_multr.interventions`.
     """
 
     click_model_json: str = ""
@@ -96,6 +112,8 @@ class ClickFeedHParams:
     dynamic_bias_step_interval: int = 1000
     seed: int = 0
     session_budget: int = 0
+    intervention_share: float = 0.0
+    intervention: str = "swap"
 
     def __post_init__(self) -> None:
         require(
@@ -107,6 +125,16 @@ class ClickFeedHParams:
             "dynamic_bias_step_interval must be > 0, got %d" % self.dynamic_bias_step_interval,
         )
         require(self.session_budget >= 0, "session_budget must be >= 0, got %d" % self.session_budget)
+        require(
+            0.0 <= self.intervention_share <= 1.0,
+            "intervention_share must be in [0, 1], got %g" % self.intervention_share,
+        )
+        close = difflib.get_close_matches(self.intervention, interventions.KINDS, n=1)
+        require(
+            self.intervention in interventions.KINDS,
+            "intervention must be one of %s, got %r%s"
+            % (", ".join(interventions.KINDS), self.intervention, " (did you mean %r?)" % close[0] if close else ""),
+        )
 
 
 @dataclass(frozen=True)
@@ -129,16 +157,32 @@ class ClickLogFeedHParams(ClickFeedHParams):
             % (self.sessions_per_query, self.dynamic_bias_eta_change),
         )
         require(
+            self.sessions_per_query == 0 or self.intervention_share == 0,
+            "intervention_share=%g needs fresh clicks: a fixed click log (sessions_per_query=%d) holds its "
+            "sessions in the logged order; set one of them to 0" % (self.intervention_share, self.sessions_per_query),
+        )
+        require(
             self.sessions_per_query == 0 or self.session_budget == 0,
             "a fixed click log (sessions_per_query=%d) is its own budget, the same for every phase; "
             "session_budget=%d caps fresh clicks only" % (self.sessions_per_query, self.session_budget),
         )
 
 
+def _rows(rows: np.ndarray, *values: Optional[np.ndarray]) -> Tuple[Optional[np.ndarray], ...]:
+    """The ``rows`` (indices or [B] bool) of each of ``values`` ([B, ...] arrays; None stays None)."""
+    return tuple(None if value is None else value[rows] for value in values)
+
+
 class ClickSimulationFeed(BaseInputFeed):
     """Drop-in for ``ultra.input_layer.ClickSimulationFeed`` (see the module docstring).
 
     Hyper-parameters: :class:`ClickFeedHParams`.
+
+    Attributes:
+        last_interventions: [B] int64, per row of the last batch: -1 for a
+            session shown in its logged order, k >= 0 for one shown with the
+            0-based positions k and k + 1 swapped, -2 for a shuffled one
+            (:mod:`ultra_multr.interventions`).
     """
 
     HPARAMS = ClickFeedHParams
@@ -164,6 +208,7 @@ class ClickSimulationFeed(BaseInputFeed):
         self.batch_size = int(batch_size)
         self.global_batch_count = 0
         self._arrays: Dict[int, QueryArrays] = {}
+        self.last_interventions = np.zeros(0, dtype=np.int64)
 
     #: Fresh clicks for every list: no fixed log for MULTR to hold sessions out of.
     #: A feed whose clicks are K fixed logged sessions per list says K.
@@ -205,24 +250,51 @@ class ClickSimulationFeed(BaseInputFeed):
 
     # -- clicks -----------------------------------------------------------
     def sample_sessions(
-        self, arrays: QueryArrays, query_idx: np.ndarray, generator: torch.Generator
+        self, arrays: QueryArrays, query_idx: np.ndarray, generator: torch.Generator,
+        order: Optional[np.ndarray] = None,
     ) -> np.ndarray:
-        """[B, N] float32 fresh clicks (labels in oracle mode) for the given queries."""
-        labels = arrays.labels[query_idx]
+        """[B, N] float32 fresh clicks (labels in oracle mode) for the given queries, per position of the
+        order shown (``order`` [B, N] int64, :func:`~ultra_multr.feeds.arrays.in_shown_order`; None: logged)."""
+        labels = in_shown_order(arrays.labels[query_idx], order)
         if self.click_model is None:
             return labels
-        mask = arrays.mask[query_idx]
+        mask = in_shown_order(arrays.mask[query_idx], order)
         features = None
         if self.click_model.needs_features:
-            features = torch.from_numpy(arrays.list_features(query_idx))
+            features = torch.from_numpy(arrays.list_features(query_idx, order))
         clicks = self.click_model.sample_clicks(
             torch.from_numpy(labels), torch.from_numpy(mask), features, generator
         ).numpy()
         return np.where(mask, clicks, 0.0).astype(np.float32)
 
-    def clicks_for(self, arrays: QueryArrays, query_idx: np.ndarray) -> np.ndarray:
-        """[B, N] float32 clicks of one batch; the source ClickLogFeed replaces."""
-        return self.sample_sessions(arrays, query_idx, self.generator)
+    def clicks_for(
+        self, arrays: QueryArrays, query_idx: np.ndarray, order: Optional[np.ndarray] = None
+    ) -> np.ndarray:
+        """[B, N] float32 clicks of one batch, on the order shown; the source ClickLogFeed replaces."""
+        return self.sample_sessions(arrays, query_idx, self.generator, order)
+
+    def draw_interventions(
+        self, arrays: QueryArrays, query_idx: np.ndarray
+    ) -> Tuple[Optional[np.ndarray], np.ndarray]:
+        """The order each training list of a batch is shown in and its intervention code.
+
+        Drawn from a generator derived from the state of :attr:`generator`
+        (:func:`~ultra_multr.interventions.derived_generator`), which is not
+        advanced: the queries and clicks' uniforms are those drawn without
+        interventions.  Off (``intervention_share=0``) and in oracle mode
+        nothing is drawn.
+
+        Returns:
+            (order [B, N] int64, None when off; codes [B] int64, see :attr:`last_interventions`).
+        """
+        share = self.hparams.intervention_share
+        if share == 0 or self.click_model is None:
+            return None, np.full(len(query_idx), interventions.LOGGED, dtype=np.int64)
+        order, codes = interventions.draw_interventions(
+            torch.from_numpy(arrays.mask[query_idx]), share, self.hparams.intervention,
+            interventions.derived_generator(self.generator),
+        )
+        return order.numpy(), codes.numpy()
 
     # -- batches ------------------------------------------------------------
     def _check_format(self, data_format: str) -> None:
@@ -230,18 +302,25 @@ class ClickSimulationFeed(BaseInputFeed):
             raise ValueError("%s reads data_format='ULTRA' only, got %r" % (type(self).__name__, data_format))
 
     def _feed(
-        self, arrays: QueryArrays, query_idx: np.ndarray, clicks: np.ndarray, check_validation: bool
+        self, arrays: QueryArrays, query_idx: np.ndarray, clicks: np.ndarray, check_validation: bool,
+        order: Optional[np.ndarray] = None, codes: Optional[np.ndarray] = None,
     ) -> Tuple[Dict[str, np.ndarray], Dict[str, Any]]:
+        """The input feed of lists ``query_idx`` [B] shown in ``order`` [B, N] (None: logged) with ``clicks``
+        [B, N]; ``codes`` [B] their intervention codes (None: all logged) become :attr:`last_interventions`."""
+        if codes is None:
+            codes = np.full(len(query_idx), interventions.LOGGED, dtype=np.int64)
         if check_validation:  # ULTRA drops lists without any click
-            keep = clicks.sum(axis=1) > 0
-            query_idx, clicks = query_idx[keep], clicks[keep]
-        return build_input_feed(self.model, arrays, query_idx, clicks)
+            query_idx, clicks, order, codes = _rows(clicks.sum(axis=1) > 0, query_idx, clicks, order, codes)
+        self.last_interventions = codes
+        return build_input_feed(self.model, arrays, query_idx, clicks, order)
 
     def get_batch(self, data_set: Any, check_validation: bool = False, data_format: str = "ULTRA"):
         """A batch of ``batch_size`` lists of uniformly drawn queries (training).
 
         With ``check_validation`` lists without clicks are dropped and
-        replaced by new draws, as ULTRA does.
+        replaced by new draws, as ULTRA does.  With ``intervention_share``
+        > 0 lists are shown (clicked and fed) in their intervention order
+        (:meth:`draw_interventions`, :attr:`last_interventions`).
 
         Returns:
             (input_feed, info_map); info_map has 'rank_list_idxs',
@@ -250,22 +329,13 @@ class ClickSimulationFeed(BaseInputFeed):
         """
         self._check_format(data_format)
         arrays = self.arrays_for(data_set)
-        chosen, clicks = [], []
+        rounds = []
         n_chosen = n_drawn = 0
         for _ in range(self.MAX_SAMPLE_ROUND_NUM):
-            query_idx = torch.randint(arrays.n_queries, (self.batch_size,), generator=self.generator).numpy()
-            batch_clicks = self.clicks_for(arrays, query_idx)
-            need = self.batch_size - n_chosen
-            if check_validation:
-                kept = np.flatnonzero(batch_clicks.sum(axis=1) > 0)
-                # the sessions a log needs to fill the batch: up to the last list used, those without a click included
-                n_drawn += len(query_idx) if len(kept) < need else int(kept[need - 1]) + 1
-                query_idx, batch_clicks = query_idx[kept], batch_clicks[kept]
-            else:
-                n_drawn += need
-            chosen.append(query_idx)
-            clicks.append(batch_clicks)
-            n_chosen += len(query_idx)
+            *drawn, sessions = self._draw_round(arrays, self.batch_size - n_chosen, check_validation)
+            rounds.append(drawn)
+            n_drawn += sessions
+            n_chosen += len(drawn[0])
             if n_chosen >= self.batch_size:
                 break
         else:
@@ -280,12 +350,36 @@ class ClickSimulationFeed(BaseInputFeed):
                     describe_data_set(data_set),
                 )
             )
-        query_idx = np.concatenate(chosen)[: self.batch_size]
-        batch_clicks = np.concatenate(clicks)[: self.batch_size]
+        query_idx, batch_clicks, order, batch_codes = (
+            None if parts[0] is None else np.concatenate(parts)[: self.batch_size] for parts in zip(*rounds)
+        )
         self._count_batch()
         if self.click_model is not None:  # clicks, not labels: they count against the run's budget
-            LEDGER.record(n_drawn, len(query_idx), self.hparams.session_budget, float(batch_clicks.sum()))
-        return self._feed(arrays, query_idx, batch_clicks, check_validation=False)
+            if order is not None:
+                LEDGER.note_interventions(self.hparams.intervention_share, self.hparams.intervention)
+            LEDGER.record(n_drawn, len(query_idx), self.hparams.session_budget, float(batch_clicks.sum()),
+                          int((batch_codes != interventions.LOGGED).sum()))
+        return self._feed(arrays, query_idx, batch_clicks, False, order, batch_codes)
+
+    def _draw_round(
+        self, arrays: QueryArrays, need: int, check_validation: bool
+    ) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray], np.ndarray, int]:
+        """One round of :meth:`get_batch`: ``batch_size`` lists drawn, those without a click dropped with
+        ``check_validation``, ``need`` of them still wanted.
+
+        Returns:
+            (query_idx [b] int64, clicks [b, N] float32, order [b, N] int64 or None, codes [b] int64 of the
+            lists kept (:meth:`draw_interventions`), the sessions a log needs for the ``need`` wanted).
+        """
+        query_idx = torch.randint(arrays.n_queries, (self.batch_size,), generator=self.generator).numpy()
+        order, codes = self.draw_interventions(arrays, query_idx)
+        clicks = self.clicks_for(arrays, query_idx, order)
+        if not check_validation:
+            return query_idx, clicks, order, codes, need
+        kept = np.flatnonzero(clicks.sum(axis=1) > 0)
+        # the sessions a log needs to fill the batch: up to the last list used, those without a click included
+        sessions = len(query_idx) if len(kept) < need else int(kept[need - 1]) + 1
+        return (*_rows(kept, query_idx, clicks, order, codes), sessions)
 
     def _count_batch(self) -> None:
         self.global_batch_count += 1
@@ -351,9 +445,9 @@ class ClickLogFeed(ClickSimulationFeed):
             LEDGER.log_sessions = arrays.n_queries * k
         return arrays.click_log
 
-    def clicks_for(self, arrays, query_idx):
+    def clicks_for(self, arrays, query_idx, order=None):
         if self.click_model is None or self.hparams.sessions_per_query == 0:
-            return super().clicks_for(arrays, query_idx)
+            return super().clicks_for(arrays, query_idx, order)
         allowed = getattr(arrays.data_set, "subset_sessions", None)
         if allowed is None:
             pick = torch.randint(self.hparams.sessions_per_query, (len(query_idx),), generator=self.generator).numpy()

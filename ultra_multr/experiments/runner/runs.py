@@ -94,12 +94,29 @@ _TYPED_HPARAMS = (
 )
 
 
+#: Options added after runs had finished whose "off" leaves a run bit-identical (each tested so):
+#: (class key, switch, off value, the fields it governs).  While off they are left out of the fingerprint, so a
+#: run finished before they existed stays valid; switched on, they make it another run.
+_INERT_WHEN_OFF = (
+    ("train_input_feed", "intervention_share", 0.0, ("intervention_share", "intervention")),
+)
+
+
+def _without_inert_options(class_key: str, values: Dict[str, Any]) -> Dict[str, Any]:
+    """``values`` (a resolved config) less the fields of the :data:`_INERT_WHEN_OFF` options that are off."""
+    for key, switch, off, fields in _INERT_WHEN_OFF:
+        if key == class_key and values.get(switch) == off:
+            values = {name: value for name, value in values.items() if name not in fields}
+    return values
+
+
 def resolved_hparams(settings: Dict[str, Any]) -> Dict[str, Any]:
     """The hyper-parameters our algorithm and training feed run with, every default filled in.
 
     Part of a run's fingerprint: when a default changes (say MULTR's
     ``rerank_weight``), a run finished under the old one is stale, not
-    reused as if it had run the new one.  Classes outside ``ultra_multr``
+    reused as if it had run the new one (but for options that are off and
+    were added later, :data:`_INERT_WHEN_OFF`).  Classes outside ``ultra_multr``
     (ULTRA's own) are left out.  A string the class refuses is kept as its error
     (main.py then refuses the run, naming it).
     """
@@ -117,7 +134,8 @@ def resolved_hparams(settings: Dict[str, Any]) -> Dict[str, Any]:
         except HParamError as error:  # main.py refuses it too, naming it in the run's train.stderr
             resolved[class_key] = {"refused": str(error)}
             continue
-        resolved[class_key] = json.loads(json.dumps(dataclasses.asdict(config), default=str))
+        resolved[class_key] = _without_inert_options(
+            class_key, json.loads(json.dumps(dataclasses.asdict(config), default=str)))
     return resolved
 
 
