@@ -57,6 +57,13 @@ METHODS = {
     # MULTR with the label-free logger guard (off by default): DLA's losses where the features miss the logged order
     "multr_guarded_pilot": {"label": "MULTR guarded", "role": "multr", "learning_algorithm": "ultra_multr.MULTR",
                             "learning_algorithm_hparams": dict(PILOT, simulator_steps=10000, logger_guard="order_fit")},
+    # the stress log with 10 % of its sessions shown with one adjacent pair swapped (the feed's intervention_share)
+    "multr_swap10_pilot": {"label": "MULTR, 10 % swap sessions", "role": "multr",
+                           "learning_algorithm": "ultra_multr.MULTR",
+                           "learning_algorithm_hparams": dict(PILOT, simulator_steps=10000),
+                           "train_input_hparams": {"intervention_share": 0.1}},
+    "dla_swap10_pilot": {"label": "DLA, 10 % swap sessions", "role": "baseline", "learning_algorithm": "ultra_multr.DLA",
+                         "learning_algorithm_hparams": PILOT, "train_input_hparams": {"intervention_share": 0.1}},
     # IPS with the true propensities: the feed's position-based click model's (position-based clicks only)
     "ips_true_pilot": {"label": "IPS (true propensities)", "role": "baseline", "learning_algorithm": "ultra_multr.IPW",
                        "learning_algorithm_hparams": PILOT},
@@ -79,7 +86,7 @@ def study_config(out: str, data_dirs: Dict[str, str], seeds: Sequence[int], step
     """The runner's config: each recipe set a fold of the dataset "recipe", each stress set one of "stress"."""
     return {
         "output_dir": out,
-        "datasets": dict({"recipe": dict(data_dirs)}, **({"stress": dict(stress_dirs)} if stress_dirs else {})),
+        "datasets": {name: dict(dirs) for name, dirs in (("recipe", data_dirs), ("stress", stress_dirs or {})) if dirs},
         "methods": list(methods),
         "extra_methods": {name: METHODS[name] for name in methods},
         "seeds": list(seeds),
@@ -222,7 +229,8 @@ def write_tables(rows: Sequence[dict], results_dir: str, steps: int, seed: int) 
 def main(argv: Sequence[str] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", help="the study's folder (data, runs); not needed with --combine")
-    parser.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=list(RECIPES))
+    parser.add_argument("--recipes", nargs="*", default=list(RECIPES), choices=list(RECIPES),
+                        help="the recipe sets (none: with --grid, only the stress sets of --stress-seeds)")
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0, help="the screening's seed")
     parser.add_argument("--grid", type=int, nargs="+", metavar="SEED",
