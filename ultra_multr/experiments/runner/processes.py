@@ -42,7 +42,8 @@ PR_SET_PDEATHSIG = 1
 
 
 def die_with_parent() -> None:  # pragma: no cover - runs in the forked child
-    """preexec_fn: on Linux, SIGKILL this child when the runner thread that started it dies."""
+    """On Linux, SIGKILL the calling process when the thread that started it dies: the preexec_fn of a step (its
+    runner thread), and what :mod:`.job_exit`'s wrapper does first (submitit's local controller)."""
     if _PRCTL is not None:
         _PRCTL(PR_SET_PDEATHSIG, int(signal.SIGKILL))
 
