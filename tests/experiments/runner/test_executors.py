@@ -2,6 +2,7 @@
 the SLURM job array's resources as the config sets them (no cluster needed)."""
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -186,3 +187,77 @@ def test_sigterm_to_the_runner_cancels_its_submitit_jobs(tmp_path):
     finally:
         runner.kill()
         runner.wait()
+
+
+# The configured "python" of a study: seed 0's step holds 200 MiB, then kills itself; seed 1's kills its job's process
+# (its parent) and itself; seed 2's, once its job recorded it in step.json, kills the job's wrapper (job_exit, its
+# grandparent) and waits to die with the job.
+_KILLING_PYTHON = """#!/bin/sh
+case "$4" in
+0) exec %s -c "import os, signal, time; b = bytearray(200 << 20); b[::4096] = b'x' * len(b[::4096]); time.sleep(1.2)
+os.kill(os.getpid(), signal.SIGKILL)" ;;
+1) kill -9 $PPID $$ ;;
+2) while [ ! -e step.json ]; do sleep 0.05; done
+   read -r _ _ _ wrapper _ < /proc/$PPID/stat; kill -9 $wrapper; exec sleep 60 ;;
+esac
+""" % sys.executable
+_RERUN = "; run the study again to rerun this run (its finished runs are kept)"
+_SIGKILL = "; SIGKILL comes from a kill -9 or from the kernel's out-of-memory killer (dmesg names the processes it killed)"
+
+
+def _killed_study(tmp_path, data_dir, name, seeds):
+    python = tmp_path / "killing_python"
+    python.write_text(_KILLING_PYTHON)
+    python.chmod(stat.S_IRWXU)
+    (tmp_path / "main.py").write_text("")  # never started: the python above runs instead
+    config = _study(tmp_path, name, datasets={"toy": data_dir}, seeds=seeds, python=str(python),
+                    main_py=str(tmp_path / "main.py"))
+    return [run.run_dir for run in expand_runs(load_config(config))], config
+
+
+def _run_the_study(config, executor):
+    """The runner as a user starts it; its report, run folder -> reason."""
+    done = subprocess.run([sys.executable, "-m", "ultra_multr.experiments.runner", config, "--executor", executor],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 1, done.stderr[-3000:]
+    return dict(line[len("  FAILED "):].split(": ", 1) for line in done.stdout.splitlines()
+                if line.startswith("  FAILED "))
+
+
+def _step_killed(reason, run_dir):
+    """Whether ``reason`` names the SIGKILL of seed 0's step in ``run_dir`` and its peak memory (200 MiB and a
+    Python)."""
+    memory = re.search(r"; its resident memory peaked at (\d+) MiB\)", reason)
+    expected = ("step 'train' was killed by signal SIGKILL (9) (its stderr: %s/train.stderr; its resident memory "
+                "peaked at M MiB)%s%s; its stderr was empty" % (run_dir, _SIGKILL, _RERUN))
+    return memory and 200 < int(memory.group(1)) < 300 and reason.replace(memory.group(1), "M", 1) == expected
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.slow
+def test_a_run_killed_by_sigkill_names_the_signal_or_says_that_none_was_recorded(tmp_path, synthetic_data_dir):
+    """A step killed by SIGKILL (as the out-of-memory killer does), on the pool and in a submitit-local job, and a
+    submitit-local job's own process killed by SIGKILL: the report names the signal (it said "exited with code -9"
+    and "the job ended without a result (state FINISHED)"); a job whose wrapper was killed too is said to have
+    left no exit status.  No run is left with a done.json."""
+    (pool_run,), config = _killed_study(tmp_path, synthetic_data_dir, "pool", [0])
+    report = _run_the_study(config, "local")
+    assert list(report) == [pool_run] and _step_killed(report[pool_run], pool_run), report
+
+    run_dirs, config = _killed_study(tmp_path, synthetic_data_dir, "submitit", [0, 1, 2])
+    report.update(_run_the_study(config, "submitit-local"))
+    assert set(report) == {pool_run, *run_dirs}
+    assert _step_killed(report[run_dirs[0]], run_dirs[0]), report[run_dirs[0]]
+    killed_job, lost_job = (re.search(r"job (\d+)", report[run_dir]).group(1) for run_dir in run_dirs[1:])
+    logs = lambda job: "; its logs: {0}/{1}/{1}_0_log.err and {0}/{1}/{1}_0_log.out{2}".format(  # noqa: E731
+        tmp_path / "submitit" / "jobs", job, _RERUN)
+    assert re.sub(r"\(pid \d+\)", "(pid P)", report[run_dirs[1]]) == (
+        "the process of job %s (pid P) was killed by signal SIGKILL (9) before it returned a result" % killed_job
+        + _SIGKILL + logs(killed_job))
+    assert report[run_dirs[2]] == ("the job %s ended without a result and without an exit status: killed (e.g. "
+                                   "SIGKILL or the out-of-memory killer) or lost" % lost_job + logs(lost_job))
+    for run_dir in report:  # the report adds a failed step's last stderr lines to failed.json's reason
+        assert report[run_dir].startswith(json.loads(open(os.path.join(run_dir, "failed.json")).read())["reason"])
+        assert not os.path.exists(os.path.join(run_dir, "done.json"))
+    # the step of the job whose wrapper was killed died with the job
+    assert _ended(json.loads(open(os.path.join(run_dirs[2], "step.json")).read())["pgid"])

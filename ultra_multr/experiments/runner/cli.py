@@ -28,7 +28,8 @@ so they reach the log and ``failed.json`` even when the run folder's disk is ful
 Modules: :mod:`.study_config` (the config), :mod:`.runs` (run folders,
 commands, done / pending / stale), :mod:`.lock` (runner.lock),
 :mod:`.processes` (process groups, signals), :mod:`.execute` (one run), :mod:`.stderr_copy` (a step's stderr),
-:mod:`.executors` (pool or submitit), :mod:`.slurm_config` (the job array's resources).
+:mod:`.executors` (pool or submitit; :mod:`.job_exit`: how a submitit-local job's process ended),
+:mod:`.slurm_config` (the job array's resources).
 """
 from __future__ import annotations
 

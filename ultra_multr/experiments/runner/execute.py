@@ -18,7 +18,9 @@ from typing import Any, Dict, Mapping, Optional
 from ultra_multr.files import atomic_write_text
 from ultra_multr.session_budget import read_summary as read_session_budget
 from ultra_multr.experiments.evaluate import PER_QUERY_CSV
-from ultra_multr.experiments.runner.processes import CHILDREN, STEP_FILE, kill_group, kill_leftover_step, peak_resident_kib
+from ultra_multr.experiments.runner.processes import (
+    CHILDREN, RERUN_NOTE, STEP_FILE, how_it_ended, kill_group, kill_leftover_step, peak_resident_kib, sigkill_note,
+)
 from ultra_multr.experiments.runner.runs import DONE_FILE, FAILED_FILE, RUN_FILE, SETTINGS_FILE, CommandFactory, RunSpec
 from ultra_multr.experiments.runner.stderr_copy import StderrCopy
 
@@ -130,7 +132,11 @@ def execute_run(run: RunSpec, commands: CommandFactory, threads: int) -> Optiona
         timings[step] = round(time.time() - step_start, 2)
         if code != 0:
             lacking = stderr.file_note()
-            reason = "step %r exited with code %d (its stderr: %s)" % (step, code, lacking or stderr.path)
+            # a killed step's memory: what the out-of-memory killer went by
+            memory = "; its resident memory peaked at %d MiB" % peak_mib[step] if code < 0 and peak_mib[step] else ""
+            killed = sigkill_note(code) + RERUN_NOTE if code < 0 else ""
+            reason = "step %r %s (its stderr: %s%s)%s" % (step, how_it_ended(code), lacking or stderr.path, memory,
+                                                         killed)
             return write_failure(run.run_dir, reason, argv=argv, stderr_tail=tail) + _last_lines(tail)
     if not os.path.isfile(os.path.join(run.run_dir, PER_QUERY_CSV)):
         return write_failure(run.run_dir, "the steps finished but wrote no %s" % PER_QUERY_CSV)

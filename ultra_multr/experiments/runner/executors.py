@@ -14,7 +14,9 @@
 Each executor yields one :data:`Outcome` per run as it completes.  A run that
 raised, or whose job died (timeout, out of memory, cancelled), comes back as a
 failure with the traceback or the job's log; :func:`execute_run` itself
-reports a step that exited non-zero.  submitit is imported only by the
+reports a step that exited non-zero or was killed.  ``submitit-local`` starts
+each job's process through :mod:`.job_exit`, which records how it ended (its
+signal), since submitit's local controller does not.  submitit is imported only by the
 submitit executors (the ``cluster`` extra).
 """
 from __future__ import annotations
@@ -30,7 +32,8 @@ from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 
 from ultra_multr.files import atomic_write_text
 from ultra_multr.experiments.runner.execute import execute_run
-from ultra_multr.experiments.runner.processes import CHILDREN
+from ultra_multr.experiments.runner.job_exit import read_exit, wrapped_python
+from ultra_multr.experiments.runner.processes import CHILDREN, RERUN_NOTE, how_it_ended, sigkill_note
 from ultra_multr.experiments.runner.runs import CommandFactory, RunSpec
 from ultra_multr.experiments.runner.slurm_config import SlurmConfig, submitit_parameters
 
@@ -88,8 +91,8 @@ def make_executor(executor: str, folder: str, slurm: SlurmConfig) -> Any:
         ) from None
     if executor == "debug":
         return submitit.DebugExecutor(folder)
-    if executor == "submitit-local":
-        made = submitit.LocalExecutor(folder)
+    if executor == "submitit-local":  # each job's process through job_exit, which records how it ended
+        made = submitit.LocalExecutor(folder, python=wrapped_python(folder))
         # without gpus_per_node, LocalExecutor hides the GPUs (CUDA_VISIBLE_DEVICES="")
         made.update_parameters(timeout_min=slurm.time_min, gpus_per_node=slurm.gpus_per_node)
         return made
@@ -98,7 +101,21 @@ def make_executor(executor: str, folder: str, slurm: SlurmConfig) -> Any:
     return made
 
 
-def _job_failure(job: Any, error: BaseException) -> Tuple[str, Dict[str, Any]]:
+def _without_a_result(job: Any, executor: str) -> str:
+    """Why ``job`` left no result: how its process ended (``submitit-local``, :mod:`.job_exit`), else its state."""
+    logs = "; its logs: %s and %s%s" % (job.paths.stderr, job.paths.stdout, RERUN_NOTE)
+    if executor != "submitit-local":
+        return "the job %s ended without a result (state %s)%s" % (job.job_id, job.state, logs)
+    ended = read_exit(job.paths)
+    if ended is None:  # its wrapper was killed too (or the controller): nothing recorded how it ended
+        return ("the job %s ended without a result and without an exit status: killed (e.g. SIGKILL or the "
+                "out-of-memory killer) or lost%s" % (job.job_id, logs))
+    code = ended["returncode"]
+    return "the process of job %s (pid %d) %s before it returned a result%s%s" % (
+        job.job_id, ended["pid"], how_it_ended(code), sigkill_note(code), logs)
+
+
+def _job_failure(job: Any, error: BaseException, executor: str) -> Tuple[str, Dict[str, Any]]:
     """The reason and failed.json details of a job that raised or died."""
     from submitit.core.utils import FailedJobError, UncompletedJobError
 
@@ -110,7 +127,7 @@ def _job_failure(job: Any, error: BaseException) -> Tuple[str, Dict[str, Any]]:
         lines = [line for line in trace.split("-" * 22)[1].splitlines() if line.strip()] if "-" * 22 in trace else []
         return "the job raised %s" % (lines[-1] if lines else trace.splitlines()[0]), {**details, "traceback": trace}
     if isinstance(error, UncompletedJobError):  # killed, timed out, out of memory: no result
-        return "the job ended without a result (state %s)" % job.state, {**details, "job_log": str(error)}
+        return _without_a_result(job, executor), {**details, "job_log": str(error)}
     reason, more = _error_details(error)  # the debug executor hands back the exception itself
     return reason, {**details, **more}
 
@@ -167,7 +184,7 @@ def _submitit_outcomes(
                 if error is None:
                     yield run, job.result(), {}
                 else:
-                    reason, details = _job_failure(job, error)
+                    reason, details = _job_failure(job, error, executor)
                     yield run, reason, details
             if not finished:
                 time.sleep(POLL_S)

@@ -42,7 +42,8 @@ PR_SET_PDEATHSIG = 1
 
 
 def die_with_parent() -> None:  # pragma: no cover - runs in the forked child
-    """preexec_fn: on Linux, SIGKILL this child when the runner thread that started it dies."""
+    """On Linux, SIGKILL the calling process when the thread that started it dies: the preexec_fn of a step (its
+    runner thread), and what :mod:`.job_exit`'s wrapper does first (submitit's local controller)."""
     if _PRCTL is not None:
         _PRCTL(PR_SET_PDEATHSIG, int(signal.SIGKILL))
 
@@ -60,6 +61,28 @@ def peak_resident_kib(pid: "int | str" = "self") -> Optional[int]:
     except (OSError, ValueError):
         pass
     return None
+
+
+def how_it_ended(code: int) -> str:
+    """A process's end from its return code: "exited with code N", or for a negative code (the signal that ended
+    it, as ``Popen`` gives it) "was killed by signal SIGKILL (9)"."""
+    if code >= 0:
+        return "exited with code %d" % code
+    try:
+        return "was killed by signal %s (%d)" % (signal.Signals(-code).name, -code)
+    except ValueError:  # a number Python has no name for
+        return "was killed by signal %d" % -code
+
+
+#: The recovery from a run whose step or job was killed.
+RERUN_NOTE = "; run the study again to rerun this run (its finished runs are kept)"
+
+
+def sigkill_note(code: int) -> str:
+    """For a process killed by SIGKILL (return code -9): who sends it; else empty."""
+    if code != -signal.SIGKILL:
+        return ""
+    return "; SIGKILL comes from a kill -9 or from the kernel's out-of-memory killer (dmesg names the processes it killed)"
 
 
 def kill_group(pgid: int, grace_s: float = KILL_GRACE_S) -> None:
