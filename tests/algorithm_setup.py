@@ -58,7 +58,7 @@ def main_args(settings, model_dir, data_dir, *extra):
 
 
 def build(data_dir, hparams, seed_feed=0, feed="ultra_multr.feeds.ClickSimulationFeed", feed_hparams=None,
-          algorithm="ultra_multr.MULTR"):
+          algorithm="ultra_multr.MULTR", objective_metric="ndcg_10"):
     """An algorithm (MULTR's with :func:`small_data` hparams) and a training feed, wired the way main.py wires them."""
     data = ultra.utils.read_data(data_dir, "train", None, 0)
     settings = {
@@ -70,7 +70,7 @@ def build(data_dir, hparams, seed_feed=0, feed="ultra_multr.feeds.ClickSimulatio
         "learning_algorithm_hparams": small_data(hparams) if "MULTR" in algorithm else hparams,
         "metrics": ["ndcg"],
         "metrics_topn": [10],
-        "objective_metric": "ndcg_10",
+        "objective_metric": objective_metric,
         "max_candidate_num": data.rank_list_size,
         "selection_bias_cutoff": 10,
     }

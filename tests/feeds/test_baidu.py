@@ -331,6 +331,39 @@ def test_reproducibility_protocol_converts_validation_clicks_and_all_annotations
                          "--protocol", "reproducibility"]) == 2  # held-out files required
 
 
+@pytest.mark.slow
+def test_reproducibility_protocol_selects_the_checkpoint_by_the_models_click_loss(ultra_main, baidu_data, tmp_path):
+    """main.py keeps the checkpoint of the largest click_loss_neg (the smallest DLA loss on the validation clicks):
+    each validation prints it, and each "Save model" line (main.py prints one when a validation does not improve)
+    names it with the best value so far."""
+    import re
+    from ultra_multr.compat.settings_check import CLICK_LOSS_OBJECTIVE
+
+    log, _, patterns = baidu_data
+    out = str(tmp_path / "repro")
+    assert convert_main(["--annotations", log.validation_file, "--log_files", patterns, "--out", out, "--stub_lists",
+                         "10", "--protocol", "reproducibility", "--heldout_files", ";".join(log.test_files)]) == 0
+    assert json.load(open(os.path.join(out, "main_settings.json")))["objective_metric"] == CLICK_LOSS_OBJECTIVE
+    model_dir = str(tmp_path / "model")
+    args = ["--setting_file", _settings(tmp_path, out + "/", "ultra_multr.DLA", "learning_rate=0.5,seed=0"),
+            "--data_dir", out + "/", "--model_dir", model_dir, "--output_dir", model_dir + "/out/", "--batch_size",
+            "16", "--selection_bias_cutoff", "10", "--max_train_iteration", "10", "--steps_per_checkpoint", "2"]
+    stdout = run_ultra_main(ultra_main, args, cwd=str(tmp_path)).stdout
+    values, saves = [], []
+    for line in stdout.splitlines():
+        if line.startswith(CLICK_LOSS_OBJECTIVE + " "):
+            values.append(float(line.split()[1]))
+        saved = re.match(r"Save model, valid (\w+):(\S+)$", line)
+        if saved:
+            assert saved.group(1) == CLICK_LOSS_OBJECTIVE
+            saves.append((len(values), float(saved.group(2))))
+    assert len(values) >= 5 and all(value < 0 for value in values) and "ndcg_10" in stdout
+    assert saves, "every validation improved: no Save model line to check"
+    for seen, best in saves:
+        assert best == pytest.approx(max(values[:seen]), abs=5e-4) and best > values[seen - 1]
+    assert os.path.isfile(os.path.join(model_dir, "ultra_multr.DLA.ckpt"))
+
+
 def test_every_log_file_is_checked_before_anything_trains_or_is_written(baidu_data, tmp_path, capsys):
     """A bad second file was found at about the tenth update, and an empty first file converted to 0 stub lists
     with exit 0: both are named at once now, by the feed (before its first batch) and by the converter."""

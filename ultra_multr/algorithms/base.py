@@ -7,6 +7,14 @@ attributes ``model``, ``global_step``, ``learning_rate``, ``rank_list_size``,
 ``feature_size``, ``letor_features_name``, ``docid_inputs_name`` and
 ``labels_name``.  :class:`PluginAlgorithm` implements that contract once;
 subclasses provide :meth:`PluginAlgorithm.training_loss`.
+
+Model selection by the algorithm's own loss: with ``objective_metric`` =
+``click_loss_neg`` (:data:`~ultra_multr.compat.settings_check.CLICK_LOSS_OBJECTIVE`)
+each validation summary also holds minus :meth:`PluginAlgorithm.click_loss` of
+the batch's lists (their labels taken as clicks), so main.py, which keeps the
+checkpoint of the largest objective, keeps the one of the smallest loss
+(ultr-reproducibility's early stopping on its validation clicks).  Any other
+objective computes nothing more.
 """
 from __future__ import annotations
 
@@ -26,7 +34,7 @@ from ultra_multr import tensorboard
 from ultra_multr.batch import Batch, batch_from_input_feed
 from ultra_multr.compat import runtime
 from ultra_multr.compat.model_dir import check_model_dir
-from ultra_multr.compat.settings_check import check_settings_hparams
+from ultra_multr.compat.settings_check import CLICK_LOSS_OBJECTIVE, check_settings_hparams
 from ultra_multr.compat.startup import PROCESS_STARTED
 from ultra_multr.config import parse_hparams, require
 from ultra_multr.data import checks
@@ -216,6 +224,13 @@ class PluginAlgorithm(BaseAlgorithm):
         self._train_set = data_set
         #: False until ``tune`` has chosen (its pilot runs before the first update)
         self._tuned = not self.hparams.tune
+        #: whether validation reports :meth:`click_loss_summary` (the settings' objective asks for it)
+        self.reports_click_loss = exp_settings.get("objective_metric") == CLICK_LOSS_OBJECTIVE
+        require(
+            not (self.reports_click_loss and self.hparams.tune == "max_propensity_weight"),
+            "tune=max_propensity_weight changes the loss objective_metric=%s compares; choose it by a ranking "
+            "metric" % CLICK_LOSS_OBJECTIVE,
+        )
 
     # -- for subclasses --------------------------------------------------
     def parameter_groups(self) -> List[Tuple[List[torch.nn.Parameter], float]]:
@@ -225,6 +240,19 @@ class PluginAlgorithm(BaseAlgorithm):
     def training_loss(self, batch: Batch) -> Tuple[torch.Tensor, Dict[str, float]]:
         """The loss of one training batch and named parts for logging."""
         raise NotImplementedError
+
+    def click_loss(self, batch: Batch) -> torch.Tensor:
+        """[] The loss :meth:`training_loss` gives ``batch``, changing no training state (run in eval mode,
+        without gradients, by :meth:`click_loss_summary`).
+
+        This default is ``training_loss`` itself: an algorithm whose ``training_loss`` draws random numbers or
+        updates an estimate overrides it (PairD, REM, MULTR).
+        """
+        return self.training_loss(batch)[0]
+
+    def set_training_mode(self, training: bool) -> None:
+        """Put every network ``training_loss`` runs into training (True) or eval mode; default: the ranker."""
+        self.model.train(training)
 
     def training_curves(self) -> Dict[str, float]:
         """Curves (TensorBoard tag -> value) to log after each step besides the losses."""
@@ -264,7 +292,7 @@ class PluginAlgorithm(BaseAlgorithm):
                 self.hparams.max_gradient_norm,
                 self.hparams.rebuild_optimizer_each_step,
             )
-        self.model.train()
+        self.set_training_mode(True)
         batch = self.batch(input_feed, self.rank_list_size)
         loss, parts = self.training_loss(batch)
         if self.hparams.l2_loss > 0:
@@ -311,7 +339,25 @@ class PluginAlgorithm(BaseAlgorithm):
                 list(self.exp_settings.get("metrics", ["ndcg"])),
                 list(self.exp_settings.get("metrics_topn", [10])),
             )
+            args = runtime.main_args()
+            if self.reports_click_loss and not (args is not None and args.test_only):
+                self.eval_summary = dict(self.eval_summary, **self.click_loss_summary(input_feed))
         return None, self.output.cpu().numpy(), self.eval_summary
+
+    def click_loss_summary(self, input_feed: Dict[str, np.ndarray]) -> Dict[str, float]:
+        """``{"click_loss_neg": -loss}``: minus :meth:`click_loss` of a validation batch.
+
+        The batch is read as the train step reads one: its first ``rank_list_size`` slots
+        (``selection_bias_cutoff``), labels as clicks; every network in eval mode (no dropout draws, no
+        running statistics updated: with such layers the value differs from the train step's, computed in
+        training mode), no gradient.  The L2 penalty (``l2_loss``) is left out: it does not depend on the
+        clicks.  main.py averages it over the validation batches weighted by their lists.
+        """
+        self.set_training_mode(False)
+        batch = self.batch(input_feed, self.rank_list_size)
+        with torch.no_grad():
+            loss = float(self.click_loss(batch))
+        return {CLICK_LOSS_OBJECTIVE: -loss}
 
     def _check_list_size(self) -> None:
         requested = runtime.requested_selection_bias_cutoff(self.exp_settings)

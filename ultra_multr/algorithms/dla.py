@@ -69,6 +69,10 @@ class DLA(PluginAlgorithm):
             (list(self.model.parameters()), self.hparams.learning_rate),
         ]
 
+    def set_training_mode(self, training: bool) -> None:
+        super().set_training_mode(training)
+        self.propensity_model.train(training)
+
     def propensity_weights(self, logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """DLA's normalised inverse weights [B, N] from logits [B, N].
 
@@ -105,7 +109,8 @@ class DLA(PluginAlgorithm):
         return scores, None
 
     def training_loss(self, batch: Batch) -> Tuple[torch.Tensor, Dict[str, float]]:
-        self.propensity_model.train()
+        """The examination loss + ``ranker_loss_weight`` x the ranking loss (+ the loss
+        :meth:`examination_relevance` adds), with named parts."""
         scores = self.scores(batch)
         # DenoisingNet reads one [B] tensor per position (only for its shape).
         propensity_logits = self.propensity_model(batch.labels.t())

@@ -110,17 +110,25 @@ from __future__ import annotations
 import copy
 from typing import Dict, List, Optional, Tuple
 
+import numpy as np
 import torch
 
 from ultra_multr import losses
 from ultra_multr.compat import runtime
+from ultra_multr.compat.settings_check import CLICK_LOSS_OBJECTIVE
+from ultra_multr.config import require
 from ultra_multr.batch import Batch
+from ultra_multr.imputation import expected_pseudo_clicks
 from ultra_multr.randomization import random_permutations, to_document_order
 from ultra_multr.algorithms.base import LOGGER
 from ultra_multr.algorithms.dla import DLA
 from ultra_multr.algorithms.multr_config import AUTHORS_CODE, RANDOMIZED, MULTRConfig
 from ultra_multr.algorithms.multr_simulator import SimulatorLifecycle
 from ultra_multr.algorithms.pilot import DEFAULT_BATCH_SIZE, choose_by_validation, read_validation_set, record_choice
+
+
+#: Seed stream of :meth:`DoublyRobustMixin.click_loss`'s pseudo clicks (with the ``seed`` hparam).
+CLICK_LOSS_STREAM = 4099
 
 
 class DoublyRobustMixin(SimulatorLifecycle):
@@ -152,6 +160,13 @@ class DoublyRobustMixin(SimulatorLifecycle):
             if config.rerank_weight == AUTHORS_CODE
             else config.resolve_rerank_weight(config.rerank_weight, "rerank_weight")
         )
+        require(
+            not (self.reports_click_loss and config.rerank_weight == "auto"),
+            "rerank_weight=auto: its pilot would compare the doubly-robust losses of different a, which "
+            "objective_metric=%s cannot; choose a by a ranking metric or set it" % CLICK_LOSS_OBJECTIVE,
+        )
+        #: the generator of :meth:`click_loss`'s pseudo clicks while it runs (None: training's)
+        self._click_loss_generator: Optional[torch.Generator] = None
 
     # -- phase 2 (phase 1, the simulator: SimulatorLifecycle): the doubly-robust ranker update
     def pseudo_clicks(self, batch: Batch) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -159,17 +174,43 @@ class DoublyRobustMixin(SimulatorLifecycle):
         random re-rankings, in observed-list slots [B, S, N] (S = 0 when the
         re-ranked term has weight 0: nothing to compute).  With
         ``imputation=expected`` both are expectations, the same for every
-        re-ranking (an expanded view)."""
+        re-ranking (an expanded view).  Inside :meth:`click_loss` they are
+        drawn from its own generator, by the simulator itself, and not cached."""
+        validating = self._click_loss_generator is not None
+        generator = self._click_loss_generator if validating else self.generator
         if self.hparams.imputation == "expected":
-            observed, randomized = self.pseudo_click_cache.lookup(batch.features, batch.mask)
+            observed, randomized = (
+                expected_pseudo_clicks(self.simulator, batch.features, batch.mask, self.hparams.imputation_samples,
+                                       generator)
+                if validating else self.pseudo_click_cache.lookup(batch.features, batch.mask)
+            )
             return observed, randomized.unsqueeze(1).expand(-1, self.hparams.sample_num, -1)
         sample_num = self.hparams.sample_num if self.rerank_weight else 0
-        permutations = random_permutations(batch.mask, sample_num, self.generator)
+        permutations = random_permutations(batch.mask, sample_num, generator)
         identity = torch.arange(batch.mask.shape[1], device=self.device).expand(batch.batch_size, 1, -1)
         orders = torch.cat([identity, permutations], dim=1)
         with torch.no_grad():
-            clicks = self.sampler.sample_clicks(batch.features, batch.mask, orders, self.generator)
+            sampler = self.simulator if validating else self.sampler
+            clicks = sampler.sample_clicks(batch.features, batch.mask, orders, generator)
         return clicks[:, 0], to_document_order(clicks[:, 1:], permutations)
+
+    def click_loss(self, batch: Batch) -> torch.Tensor:
+        """The whole loss the train step minimises (the host's with Eq. dr_loss as its ranking loss: for MULTR,
+        DLA's examination loss + ``ranker_loss_weight`` x the doubly-robust loss, + the examination ranker's DLA
+        loss under ``propensity_ranker=dla``; the host's own losses when the simulator is not used), on the
+        batch's clicks.  The pseudo clicks come from a generator seeded afresh at each call
+        (:data:`CLICK_LOSS_STREAM`), so every validation draws the same ones for the same lists and the training
+        generator and the pseudo-click cache are left as they were.  The simulator is prepared first when it is
+        not yet (Algorithm 1's first phase, with gradients)."""
+        if not self._simulator_ready:
+            with torch.enable_grad():
+                self.prepare_simulator()
+        seed = np.random.SeedSequence([self.hparams.seed or 0, CLICK_LOSS_STREAM]).generate_state(1)[0]
+        self._click_loss_generator = torch.Generator(device=self.device).manual_seed(int(seed))
+        try:
+            return super().click_loss(batch)
+        finally:
+            self._click_loss_generator = None
 
     def select_rerank_weight(self, valid_set=None, batch_size: Optional[int] = None) -> float:
         """Choose a ("auto") by the validation pilot; sets and returns it, and writes it, with how it was
@@ -265,6 +306,11 @@ class MULTR(DoublyRobustMixin, DLA):
             copy.deepcopy(self.model) if self.hparams.propensity_ranker == "dla" else None
         )
 
+    def set_training_mode(self, training: bool) -> None:
+        super().set_training_mode(training)
+        if self.examination_ranker is not None:
+            self.examination_ranker.train(training)
+
     def parameter_groups(self) -> List[Tuple[List[torch.nn.Parameter], float]]:
         groups = super().parameter_groups()
         if self.examination_ranker is not None:
@@ -279,7 +325,6 @@ class MULTR(DoublyRobustMixin, DLA):
         otherwise, or when MULTR trains with DLA's losses anyway, DLA's own coupling."""
         if self.examination_ranker is None or self.simulator_fallback:
             return super().examination_relevance(batch, scores, weights)
-        self.examination_ranker.train()
         relevance = self.scores(batch, self.examination_ranker)
         loss = losses.dla_softmax_loss(relevance, batch.labels, weights, batch.mask)
         return relevance, self.hparams.ranker_loss_weight * loss

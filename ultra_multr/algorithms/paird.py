@@ -48,10 +48,17 @@ class PairD(PluginAlgorithm):
         self.t_plus = torch.ones(self.rank_list_size, device=self.device)
         self.t_minus = torch.ones(self.rank_list_size, device=self.device)
 
+    def debiased_loss(self, batch: Batch) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(the pairwise loss weighted by the current biases [], the unweighted pair losses the bias update reads)."""
+        pair_losses = losses.pairwise_debias_pair_losses(self.scores(batch), batch.labels, batch.mask)
+        return losses.pairwise_debias_loss(pair_losses, self.t_plus, self.t_minus), pair_losses
+
+    def click_loss(self, batch: Batch) -> torch.Tensor:
+        """The training loss with the biases as they are (training re-estimates them after computing it)."""
+        return self.debiased_loss(batch)[0]
+
     def training_loss(self, batch: Batch) -> Tuple[torch.Tensor, Dict[str, float]]:
-        scores = self.scores(batch)
-        pair_losses = losses.pairwise_debias_pair_losses(scores, batch.labels, batch.mask)
-        loss = losses.pairwise_debias_loss(pair_losses, self.t_plus, self.t_minus)
+        loss, pair_losses = self.debiased_loss(batch)
         with torch.no_grad():
             self.t_plus, self.t_minus = losses.pairwise_debias_update(
                 pair_losses, self.t_plus, self.t_minus, self.hparams.EM_step_size, self.hparams.regulation_p

@@ -53,10 +53,22 @@ class REM(PluginAlgorithm):
         else:
             self.generator.manual_seed(self.hparams.seed)
 
-    def training_loss(self, batch: Batch) -> Tuple[torch.Tensor, Dict[str, float]]:
+    def posteriors(self, batch: Batch) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(scores [B, N], P(R=1 | C) [B, N], P(E=1 | C) [B, N]) under the current examination estimates."""
         scores = self.scores(batch)
         with torch.no_grad():
             p_relevant, p_examined = losses.rem_posteriors(scores, self.examination, batch.labels, batch.mask)
+        return scores, p_relevant, p_examined
+
+    def click_loss(self, batch: Batch) -> torch.Tensor:
+        """The training loss's expectation over its sampled targets: the sigmoid cross-entropy against
+        P(R=1 | C) itself (it is linear in the target); no draw, no M-step."""
+        scores, p_relevant, _ = self.posteriors(batch)
+        return losses.sigmoid_cross_entropy(scores, p_relevant, batch.mask)
+
+    def training_loss(self, batch: Batch) -> Tuple[torch.Tensor, Dict[str, float]]:
+        scores, p_relevant, p_examined = self.posteriors(batch)
+        with torch.no_grad():
             targets = torch.bernoulli(p_relevant, generator=self.generator)
             self.examination = losses.online_em_update(
                 self.examination, p_examined, batch.mask, self.hparams.EM_step_size

@@ -18,6 +18,9 @@ writes ``<out>/``:
     lists with their clicks as labels), the second half is their click
     log-likelihood test (``baidu_click_ll --data_dir``), and ``test/`` holds
     every annotated query (their ranking metrics use all annotations);
+    main.py selects the checkpoint by the model's own loss on ``valid/``'s
+    clicks (``objective_metric`` ``click_loss_neg``; the annotations protocol:
+    ``ndcg_10``);
 - ``train/``: a stub of ``--stub_lists`` lists, the first sessions with a click
   of the first click file (top ``--top_n`` positions, clicks as labels).  main.py must read
   a training split; the feed replays the log instead and uses the stub's lists
@@ -46,6 +49,7 @@ from typing import Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 
+from ultra_multr.compat.settings_check import CLICK_LOSS_OBJECTIVE
 from ultra_multr.data.ultra_format import RankedQuery, ultra_data_dir, write_settings, write_split
 from ultra_multr.files import atomic_write_text
 from ultra_multr.click_logs import baidu, standardize
@@ -56,7 +60,8 @@ MAX_LABEL = 4
 CONVERSION_JSON = "baidu_conversion.json"
 #: main.py's settings file the converter writes into the data directory.
 MAIN_SETTINGS_JSON = "main_settings.json"
-#: Its content, less ``train_input_hparams`` (settings/multr_dla.json with the session-replay feed).
+#: Its content, less ``train_input_hparams`` and ``objective_metric`` (:data:`OBJECTIVES`) (settings/multr_dla.json
+#: with the session-replay feed).
 MAIN_SETTINGS = {
     "train_input_feed": "ultra_multr.feeds.baidu.BaiduSessionFeed",
     "valid_input_feed": "ultra.input_layer.DirectLabelFeed",
@@ -69,7 +74,6 @@ MAIN_SETTINGS = {
     "learning_algorithm_hparams": "learning_rate=0.05,sample_num=8,simulator_steps=10000,seed=0",
     "metrics": ["ndcg", "err"],
     "metrics_topn": [1, 3, 5, 10],
-    "objective_metric": "ndcg_10",
 }
 
 
@@ -91,6 +95,9 @@ def valid_queries(query_md5: np.ndarray, valid_share: float, seed: int) -> np.nd
 
 #: --protocol choices.
 PROTOCOLS = ("annotations", "reproducibility")
+#: Each protocol's model selection (main.py's ``objective_metric``): ours nDCG@10 of the annotated valid queries;
+#: ultr-reproducibility's early stopping on each model's own loss on its validation clicks.
+OBJECTIVES = {"annotations": "ndcg_10", "reproducibility": CLICK_LOSS_OBJECTIVE}
 #: Each protocol's default --seed: ours 0; ultr-reproducibility's config/config.yaml ``random_state: 381``.
 DEFAULT_SEEDS = {"annotations": 0, "reproducibility": 381}
 
@@ -206,7 +213,7 @@ def convert(annotations: str, log_patterns: Sequence[str], out: str, features: s
     patterns = ";".join(os.path.abspath(os.path.expanduser(p)) for p in log_patterns)
     feed_hparams = "log_files=%s,features=%s,log1p_lexical=%s,seed=0,standardize=%s" % (
         patterns, features, str(log1p_lexical).lower(), standardize_hparam)
-    settings = dict(MAIN_SETTINGS, train_input_hparams=feed_hparams)
+    settings = dict(MAIN_SETTINGS, train_input_hparams=feed_hparams, objective_metric=OBJECTIVES[protocol])
     atomic_write_text(os.path.join(out, MAIN_SETTINGS_JSON), json.dumps(settings, indent=1) + "\n")
     return counts
 

@@ -25,6 +25,9 @@ closest known one ("did you mean"), and lists the known names.  Called by our
 algorithms' constructor (first thing under main.py, before the data checks and
 the model dir) and by our feeds' constructors (for one of ULTRA's algorithms
 trained with our feed).
+
+It also refuses ``objective_metric`` = :data:`CLICK_LOSS_OBJECTIVE` for an
+algorithm that does not report it (:func:`check_objective_metric`).
 """
 from __future__ import annotations
 
@@ -48,6 +51,10 @@ HPARAM_KEYS = (
     ("valid_input_feed", "valid_input_hparams"),
     ("test_input_feed", "test_input_hparams"),
 )
+#: ``objective_metric`` naming the negated mean of the algorithm's own training loss on the validation lists'
+#: clicks (largest = smallest loss, as main.py keeps the largest): reported by our algorithms
+#: (:meth:`ultra_multr.algorithms.base.PluginAlgorithm.click_loss_summary`), never by ULTRA's.
+CLICK_LOSS_OBJECTIVE = "click_loss_neg"
 #: Settings dicts checked in this process (a feed built after our algorithm need not check them again).
 _CHECKED: List[Dict[str, Any]] = []
 
@@ -153,4 +160,29 @@ def check_settings_hparams(exp_settings: Dict[str, Any], source: str = "the sett
         for name in assigned_names(text):
             if name not in known:
                 raise unknown_name_error(where, "hyper-parameter", name, known)
+    check_objective_metric(exp_settings, source)
     _CHECKED.append(dict(exp_settings))
+
+
+def check_objective_metric(exp_settings: Dict[str, Any], source: str) -> None:
+    """Refuse :data:`CLICK_LOSS_OBJECTIVE` for a learning algorithm that does not report it (ULTRA's): main.py
+    would never find it in the validation summary and would keep the last checkpoint instead, silently.
+
+    Raises:
+        ValueError: naming the settings, the algorithm and the objective.
+    """
+    import ultra
+
+    if exp_settings.get("objective_metric") != CLICK_LOSS_OBJECTIVE:
+        return
+    path = exp_settings.get("learning_algorithm")
+    try:
+        cls = ultra.utils.find_class(path)
+    except Exception:  # noqa: BLE001 - main.py fails on it itself, naming the class
+        return
+    if not callable(getattr(cls, "click_loss_summary", None)):
+        raise ValueError(
+            "objective_metric %s of %s: learning_algorithm %s does not report its click loss on the validation "
+            "lists (only ultra_multr's algorithms do); main.py would keep the last checkpoint, not the best"
+            % (CLICK_LOSS_OBJECTIVE, source, path)
+        )
