@@ -75,6 +75,7 @@ GROUPS = {"recipe": "ultra_recipe", "stress": "stress"}
 #: The screening's two methods; the grid's (--grid) add Naive, MULTR and Rand-MULTR.
 SCREEN_METHODS = ("oracle_pilot", "dla_pilot")
 GRID_COLUMNS = ("data", "regime", "method", "runs", "ndcg10", "delta_vs_dla", "p_vs_dla", "p_holm")
+SET_COLUMNS = ("data", "set", "regime", "method", "runs", "ndcg10", "delta_vs_dla", "p_vs_dla")
 GOAL_GAP, GOAL_P = 0.010, 0.01
 COLUMNS = ("recipe", "nonlinear", "label_noise", "features", "train_queries", "logger_ndcg10", "oracle_ndcg10",
            "dla_ndcg10", "gap", "p", "goal_met")
@@ -143,31 +144,57 @@ def screening_rows(runs_dir: str, data_dirs: Dict[str, str], n_permutations: int
     return rows
 
 
-def grid_rows(runs_dir: str, methods: Sequence[str], regime: str = "cascade", n_permutations: int = 10000
-              ) -> List[dict]:
-    """The issue's table, one click regime: per group (the runner's dataset), each method against DLA over the test
-    queries of every set and seed that both finished (each query averaged over seeds); Holm over this one cell is p
-    itself (``--combine`` adjusts over the cells)."""
+def _finished(runs_dir: str, methods: Sequence[str]) -> Dict[str, list]:
+    """method -> its finished runs (methods without one left out)."""
     runs = {}
     for method in methods:
         try:
             runs[method] = compare.method_runs(runs_dir, method)
         except ValueError:  # not finished (yet)
             continue
+    return runs
+
+
+def _against_dla(mine: list, dla: list, method: str, n_permutations: int) -> dict:
+    """runs, ndcg10, delta_vs_dla, p_vs_dla and p_holm (= p: one test) of ``mine`` against ``dla``."""
+    a, b = compare.paired(mine, dla, "ndcg_10")
+    same = method == "dla_pilot"
+    p = 1.0 if same else randomization_test(a, b, n_permutations)
+    return {"method": METHODS[method]["label"], "runs": len(mine), "ndcg10": "%.4f" % float(np.mean(a)),
+            "delta_vs_dla": "" if same else "%+.4f" % float(np.mean(a - b)),
+            "p_vs_dla": "" if same else "%.4g" % p, "p_holm": "" if same else "%.4g" % p}
+
+
+def grid_rows(runs_dir: str, methods: Sequence[str], regime: str = "cascade", n_permutations: int = 10000
+              ) -> List[dict]:
+    """The issue's table, one click regime: per group (the runner's dataset), each method against DLA over the test
+    queries of every set and seed that both finished (each query averaged over seeds); Holm over this one cell is p
+    itself (``--combine`` adjusts over the cells)."""
+    runs = _finished(runs_dir, methods)
     rows = []
     for dataset, group in GROUPS.items():
         dla = [r for r in runs.get("dla_pilot", []) if r.info["dataset"] == dataset]
         for method, records in runs.items():
             mine = [r for r in records if r.info["dataset"] == dataset]
-            if not mine or not dla:
-                continue
-            a, b = compare.paired(mine, dla, "ndcg_10")
-            same = method == "dla_pilot"
-            p = 1.0 if same else randomization_test(a, b, n_permutations)
-            rows.append({"data": group, "regime": regime, "method": METHODS[method]["label"],
-                         "runs": len(mine), "ndcg10": "%.4f" % float(np.mean(a)),
-                         "delta_vs_dla": "" if same else "%+.4f" % float(np.mean(a - b)),
-                         "p_vs_dla": "" if same else "%.4g" % p, "p_holm": "" if same else "%.4g" % p})
+            if mine and dla:
+                rows.append(dict({"data": group, "regime": regime}, **_against_dla(mine, dla, method, n_permutations)))
+    return rows
+
+
+def set_rows(runs_dir: str, methods: Sequence[str], regime: str = "cascade", n_permutations: int = 10000
+             ) -> List[dict]:
+    """The spread behind :func:`grid_rows`: the same comparison on each set alone (columns :data:`SET_COLUMNS`)."""
+    runs = _finished(runs_dir, methods)
+    cells = sorted({(r.info["dataset"], r.info["fold"]) for records in runs.values() for r in records})
+    rows = []
+    for dataset, fold in cells:
+        dla = [r for r in runs.get("dla_pilot", []) if (r.info["dataset"], r.info["fold"]) == (dataset, fold)]
+        for method, records in runs.items():
+            mine = [r for r in records if (r.info["dataset"], r.info["fold"]) == (dataset, fold)]
+            if mine and dla:
+                row = _against_dla(mine, dla, method, n_permutations)
+                rows.append(dict({"data": GROUPS[dataset], "set": fold, "regime": regime},
+                                 **{c: row[c] for c in SET_COLUMNS[3:]}))
     return rows
 
 
@@ -289,6 +316,9 @@ def main(argv: Sequence[str] = None) -> int:
         write_grid(grid_rows(os.path.join(out, "runs"), methods, args.regime), args.results,
                    args.steps, args.grid, list(data_dirs) + list(stress_dirs), args.regime)
         name = "paper_setting" if args.regime == "cascade" else "paper_setting_" + args.regime
+        write_rows(set_rows(os.path.join(out, "runs"), methods, args.regime), SET_COLUMNS, args.results,
+                   name + "_sets", "Each set alone (the spread behind %s.md): against DLA on the same set, seeds "
+                   "pooled." % name)
         atomic_write_text(os.path.join(args.results, name.replace("paper_setting", "grid_sessions") + ".md"),
                           budget.format_markdown(os.path.join(out, "runs")))
         print(open(os.path.join(args.results, name + ".md")).read(), end="")

@@ -128,6 +128,11 @@ def test_the_grid_compares_each_group_with_its_own_dla(tmp_path):
     assert [(r["data"], r["method"], r["runs"], r["ndcg10"], r["delta_vs_dla"]) for r in rows] == [
         ("ultra_recipe", "MULTR", 2, "0.7000", "+0.1000"), ("ultra_recipe", "DLA", 2, "0.6000", ""),
         ("stress", "MULTR", 2, "0.6667", "-0.1667"), ("stress", "DLA", 2, "0.8333", "")]
+    # the spread: each set alone (here one set per group, so the same figures, with the set named)
+    per_set = screen.set_rows(str(tmp_path), ["multr_pilot", "dla_pilot"], n_permutations=100)
+    assert [(r["data"], r["set"], r["method"], r["delta_vs_dla"]) for r in per_set] == [
+        ("ultra_recipe", "set", "MULTR", "+0.1000"), ("ultra_recipe", "set", "DLA", ""),
+        ("stress", "set", "MULTR", "-0.1667"), ("stress", "set", "DLA", "")]
 
 
 def test_the_screenings_tables_hold_each_recipes_row(tmp_path):
