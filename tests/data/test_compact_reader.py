@@ -24,7 +24,7 @@ from ultra.utils.data_utils import Raw_data  # noqa: E402
 
 from ultra_multr.data import compact_reader, feature_cache  # noqa: E402
 from ultra_multr.data.compact_reader import CompactRawData  # noqa: E402
-from ultra_multr.data.feature_text import parse_fields  # noqa: E402
+from ultra_multr.data.feature_text import PAD, parse_block  # noqa: E402
 from ultra_multr.feeds.arrays import feature_matrix  # noqa: E402
 from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset  # noqa: E402
 
@@ -290,8 +290,14 @@ def test_ultra_feeds_and_ranking_path_give_the_same_batches_and_scores(synthetic
         assert torch.equal(expected, got)
 
 
+def parse_lines(text: bytes, feature_size: int):
+    """parse_block's fields of lines without heads (None: refused)."""
+    block = parse_block(b"x" * PAD + text, PAD, PAD + len(text), feature_size, 0)
+    return None if block is None else block.fields
+
+
 @pytest.mark.parametrize("fmt", ["%.6g", "%.17g", "%.3f", "%.9e", "%r"])
-def test_parse_fields_gives_python_float_for_every_number_form(fmt):
+def test_parse_block_gives_python_float_for_every_number_form(fmt):
     rng = np.random.default_rng(7)
     values = np.concatenate([rng.normal(scale=10.0 ** rng.integers(-8, 9, size=300)), [0.0, -0.0, 1.0, 123456.0]])
     lines, expected = [], []
@@ -300,12 +306,12 @@ def test_parse_fields_gives_python_float_for_every_number_form(fmt):
         texts = [fmt % v if fmt != "%r" else repr(float(v)) for v in chunk]
         lines.append(" ".join("%d:%s" % (k + 1, text) for k, text in enumerate(texts)))
         expected += [float(text) for text in texts]
-    fields = parse_fields(("\n".join(lines) + "\n").encode(), 10)
+    fields = parse_lines(("\n".join(lines) + "\n").encode(), 10)
     assert np.array_equal(fields.value.view(np.uint64), np.asarray(expected).view(np.uint64))
     assert fields.slot.tolist() == [k for start in range(0, values.size, 7) for k in range(min(7, values.size - start))]
 
 
 @pytest.mark.parametrize("text", [b"1:2  3:4\n", b" 1:2\n", b"1:2\n\n3:4\n", b"1:2:3\n", b"12\n", b"1.5:2\n",
                                   b"1:2.3.4\n", b"1:2 \n", b"1:2"])
-def test_parse_fields_leaves_what_is_not_plain_to_ultra_statements(text):
-    assert parse_fields(text, 10) is None
+def test_parse_block_leaves_what_is_not_plain_to_ultra_statements(text):
+    assert parse_lines(text, 10) is None

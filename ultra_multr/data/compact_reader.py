@@ -40,21 +40,18 @@ import locale
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 from ultra.utils import data_utils
 from ultra.utils.data_utils import Raw_data
 
 from ultra_multr.data import feature_cache
-from ultra_multr.data.feature_fields import line_blocks
-from ultra_multr.data.feature_text import parse_fields
+from ultra_multr.data.feature_text import PAD, parse_block
 
 ENV = "ULTRA_MULTR_COMPACT_READER"
 #: Bytes per block of lines (the arrays of a block stay in the processor's cache).
 BLOCK_BYTES = 1 << 20
-#: Bytes 0x20-0x7e and the newline: a block of nothing else reads the same as bytes and as ULTRA's text.
-_PLAIN_LOW, _PLAIN_HIGH = 32, 127
 
 
 def enabled() -> bool:
@@ -112,7 +109,7 @@ class _Rows:
 
 
 class _Split:
-    """The parse of one file: ULTRA's statements for odd blocks, :func:`parse_fields` for plain ones."""
+    """The parse of one file: :func:`parse_block` for plain blocks, ULTRA's statements for the others."""
 
     def __init__(self, layout: str, feature_size: int, removed: Sequence[int], rank_cut, file_prefix: str) -> None:
         self.layout = layout
@@ -140,88 +137,63 @@ class _Split:
         self.estimate = 0
 
     # -- one block --------------------------------------------------------------------------------------------
-    def add_block(self, block: bytes, file_bytes: int) -> None:
+    def add_block(self, buffer: bytearray, start: int, stop: int, file_bytes: int) -> None:
+        """Add the lines ``buffer[start:stop]`` (see :func:`_blocks`)."""
         if self.rows.array is None:  # rows ~ lines: size the matrix from the first block
-            self.estimate = int(block.count(b"\n") * file_bytes / max(len(block), 1) * 1.05) + 16
+            lines = buffer.count(b"\n", start, stop)
+            self.estimate = int(lines * file_bytes / max(stop - start, 1) * 1.05) + 16
         commit = None
-        if self.fast and _plain(block):
+        if self.fast:
             try:  # reads the block and changes nothing; commit() then adds it
-                commit = self._fast_ultra(block) if self.layout == "ultra" else self._fast_libsvm(block)
+                commit = self._fast(buffer, start, stop)
             except Exception:  # a field ULTRA fails on: its statements below raise ULTRA's error at its line
                 commit = None
         if commit is None:
-            self._ultra_statements(block)
+            self._ultra_statements(bytes(buffer[start:stop]))
         else:
             commit()
 
-    def _store(self, lines: int, fields, line_of_field: np.ndarray) -> None:
+    def _store(self, lines: int, line_of_field: np.ndarray, slot: np.ndarray, value: np.ndarray) -> None:
         start = self.rows.take(lines, self.estimate)
         with np.errstate(over="ignore"):  # a value beyond float32 becomes inf, as ULTRA's float32 cast makes it
             if self.columns is None:
-                self.rows.array[start + line_of_field, fields.slot] = fields.value
+                self.rows.array[start + line_of_field, slot] = value
             else:
                 block = np.zeros((lines, self.feature_size), dtype=np.float32)
-                block[line_of_field, fields.slot] = fields.value
+                block[line_of_field, slot] = value
                 self.rows.array[start:start + lines] = block[:, self.columns]
 
-    def _fields(self, rests: List[bytes], lines_with_fields: List[int]):
-        """(fields, line of each field) of the kept lines' ``index:value`` parts; None: not plain."""
-        if not rests:
-            return _NO_FIELDS, np.zeros(0, dtype=np.int64)
-        fields = parse_fields(b"\n".join(rests) + b"\n", self.feature_size)
-        if fields is None:
+    def _fast(self, buffer: bytearray, start: int, stop: int) -> Optional[Callable[[], None]]:
+        block = parse_block(buffer, start, stop, self.feature_size, 1 if self.layout == "ultra" else 2)
+        if block is None:
             return None
-        return fields, np.asarray(lines_with_fields, dtype=np.int64)[fields.line]
+        fields = block.fields
+        if self.layout == "ultra":
+            dids = [head.decode("ascii") for head in block.heads]
 
-    def _fast_ultra(self, block: bytes) -> Optional[Callable[[], None]]:
-        lines = block.split(b"\n")
-        lines.pop()
-        dids, rests, with_fields = [], [], []
-        for i, line in enumerate(lines):
-            head, _, rest = line.partition(b" ")
-            if not head:
-                return None
-            dids.append(head.decode("ascii"))
-            if rest:
-                rests.append(rest)
-                with_fields.append(i)
-        parsed = self._fields(rests, with_fields)
-        if parsed is None:
-            return None
+            def commit() -> None:
+                self._store(len(dids), fields.line, fields.slot, fields.value)
+                self.dids += dids
 
-        def commit() -> None:
-            self._store(len(lines), *parsed)
-            self.dids += dids
-
-        return commit
-
-    def _fast_libsvm(self, block: bytes) -> Optional[Callable[[], None]]:
-        lines = block.split(b"\n")
-        lines.pop()
-        heads = []
-        for line in lines:
-            parts = line.split(b" ", 2)
-            heads.append((parts[1].decode("ascii").split(":")[1], parts[0], parts[2] if len(parts) == 3 else b""))
-        # which lines rank_cut keeps, without touching the state yet
-        counts: Dict[str, int] = {}
-        kept, rests, with_fields = [], [], []
-        n_kept = 0
-        for qid, label_text, rest in heads:
+            return commit
+        heads = []  # (qid, label) of each line, as ULTRA's loop reads them
+        for head in block.heads:
+            label_text, qid_field = head.split(b" ")
+            heads.append((qid_field.decode("ascii").split(":")[1], label_text))
+        counts: Dict[str, int] = {}  # which lines rank_cut keeps, without touching the state yet
+        kept = []
+        for qid, label_text in heads:
             known = self.qid_to_idx.get(qid)
             count = counts.get(qid, len(self.initial_list[known]) if known is not None else 0)
             keep = not (self.rank_cut and count >= self.rank_cut)
             counts[qid] = count + keep
             kept.append(int(label_text) if keep else None)
-            if keep and rest:
-                rests.append(rest)
-                with_fields.append(n_kept)
-            n_kept += keep
-        parsed = self._fields(rests, with_fields)
-        if parsed is None:
-            return None
+        kept_lines = np.asarray([label is not None for label in kept])
+        row_of_line = np.cumsum(kept_lines) - 1
+        of_kept = kept_lines[fields.line]
 
         def commit() -> None:
-            for (qid, _, _), label in zip(heads, kept):  # ULTRA's loop, its state changes in its order
+            for (qid, _), label in zip(heads, kept):  # ULTRA's loop, its state changes in its order
                 self.line_num += 1
                 qidx = self._query(qid)
                 if label is None:
@@ -231,7 +203,8 @@ class _Split:
                 self.dids.append(self.file_prefix + "_" + qid + "_" + str(self.line_num))
                 if self.line_num % 10000 == 0:
                     print("Reading finish: %d lines" % self.line_num)
-            self._store(n_kept, *parsed)
+            self._store(int(row_of_line[-1]) + 1, row_of_line[fields.line[of_kept]], fields.slot[of_kept],
+                        fields.value[of_kept])
 
         return commit
 
@@ -287,17 +260,35 @@ class _Split:
         return ParsedSplit(matrix=self.rows.finish(), dids=self.dids, lists=lists)
 
 
-class _NoFields:
-    line = slot = np.zeros(0, dtype=np.int64)
-    value = np.zeros(0, dtype=np.float64)
-
-
-_NO_FIELDS = _NoFields()
-
-
-def _plain(block: bytes) -> bool:
-    codes = np.frombuffer(block, dtype=np.uint8)
-    return int(codes.max(initial=0)) < _PLAIN_HIGH and int(np.count_nonzero(codes < _PLAIN_LOW)) == block.count(b"\n")
+def _blocks(path: str, digest, block_bytes: int) -> Iterator[Tuple[bytearray, int, int]]:
+    """(buffer, start, stop) for blocks of whole lines ``buffer[start:stop]`` of a file, about ``block_bytes``
+    each, read into one reused buffer (a block is valid until the next is asked for); :data:`PAD` bytes come
+    before ``start``.  A last line without its newline gets one (ULTRA's reader reads it).  Every byte read
+    goes into ``digest`` (None: no digest)."""
+    buffer = bytearray(PAD + block_bytes)
+    filled = PAD
+    with open(path, "rb") as handle:
+        while True:
+            if filled == len(buffer):  # a line longer than the buffer
+                buffer = buffer + bytearray(len(buffer))
+            with memoryview(buffer) as view:
+                read = handle.readinto(view[filled:])
+                if read and digest is not None:
+                    digest.update(view[filled:filled + read])
+            if not read:
+                break
+            filled += read
+            stop = buffer.rfind(b"\n", PAD, filled) + 1
+            if stop:
+                yield buffer, PAD, stop
+                rest = filled - stop
+                buffer[PAD:PAD + rest] = buffer[stop:filled]
+                filled = PAD + rest
+    if filled > PAD:
+        if filled == len(buffer):
+            buffer = buffer + bytearray(1)
+        buffer[filled] = ord("\n")
+        yield buffer, PAD, filled + 1
 
 
 def read_split(path: str, layout: str, feature_size: int, removed: Sequence[int], rank_cut,
@@ -317,10 +308,10 @@ def read_split(path: str, layout: str, feature_size: int, removed: Sequence[int]
             lists = {name: entry.meta[name] for name in ("qids", "initial_list", "labels") if name in entry.meta}
             return ParsedSplit(matrix=entry.matrix, dids=entry.meta["dids"], lists=lists, source="cache",
                                seconds=time.perf_counter() - started)
-    digest = hashlib.sha256()
+    digest = hashlib.sha256() if key is not None else None
     file_bytes = os.path.getsize(path)
-    for _, block in line_blocks(path, digest, BLOCK_BYTES, last_line_unended=True):
-        split.add_block(block, file_bytes)
+    for buffer, start, stop in _blocks(path, digest, BLOCK_BYTES):
+        split.add_block(buffer, start, stop, file_bytes)
     parsed = split.finish()
     parsed.seconds = time.perf_counter() - started
     if key is not None and key == feature_cache.entry_key(path, parse):  # not changed while it was read

@@ -70,23 +70,20 @@ class ZeroIndexLines:
         )
 
 
-def line_blocks(
-    path: str, digest: "hashlib._Hash", block_bytes: int = BLOCK_BYTES, last_line_unended: bool = False
-) -> Iterator[Tuple[int, bytes]]:
-    """(number of the first line, block) for blocks of whole lines (about ``block_bytes`` each) of a file.
+def line_blocks(path: str, digest: "hashlib._Hash") -> Iterator[Tuple[int, bytes]]:
+    """(number of the first line, block) for blocks of whole lines (about BLOCK_BYTES each) of a file.
 
     Every byte read also goes into ``digest``, so one read of the file serves
-    the checks and the data fingerprint.  ``last_line_unended``: a last line
-    without its newline is given with one added (ULTRA's reader reads it).
+    the checks and the data fingerprint.
 
     Raises:
-        DataCheckError: if the file does not end in a newline (unless ``last_line_unended``).
+        DataCheckError: if the file does not end in a newline.
     """
     first = 1
     rest = b""
     with open(path, "rb") as handle:
         while True:
-            block = handle.read(block_bytes)
+            block = handle.read(BLOCK_BYTES)
             if not block:
                 break
             digest.update(block)
@@ -96,9 +93,7 @@ def line_blocks(
             if cut:
                 yield first, block[:cut]
                 first += block.count(b"\n", 0, cut)
-    if rest and last_line_unended:
-        yield first, rest + b"\n"
-    elif rest:
+    if rest:
         raise DataCheckError(
             "%s:%d: the last line does not end in a newline, so it was probably cut short (%d bytes: %r...); "
             "expected every line to end in a newline" % (path, first, len(rest), rest[:40].decode(errors="replace"))
