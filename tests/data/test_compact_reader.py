@@ -103,11 +103,14 @@ def add_odd_lines(data_dir: str, split: str, layout: str) -> None:
 
 
 @pytest.mark.parametrize("layout", ["ultra", "libsvm"])
-def test_generated_data_with_odd_lines_reads_as_ultra_reads_it(tmp_path, layout, block_bytes):
+def test_generated_data_with_odd_lines_reads_as_ultra_reads_it(tmp_path, layout, block_bytes, capsys):
     data_dir = write_synthetic_ultra_dataset(str(tmp_path), {"train": 30, "valid": 6}, n_features=30, layout=layout)
     add_odd_lines(data_dir, "train", layout)
     _, compact = read_both(data_dir, "train", pad=40)
+    assert "not plain, read with ULTRA's statements" in capsys.readouterr().out
     read_both(data_dir, "valid", pad=15)
+    out = capsys.readouterr().out
+    assert "Compact reader: " in out and "not plain" not in out  # generated lines: all in numpy
     assert compact.features.shape[0] == len(compact.dids) + 1  # ULTRA's padding row
     assert not compact.features[-1].any()
 
@@ -123,6 +126,17 @@ def test_rank_cut_and_removed_features_as_ultra_applies_them(tmp_path, layout, b
         json.dump(settings, handle)
     _, compact = read_both(data_dir, "train", rank_cut=4, pad=6)
     assert compact.feature_size == 9
+
+
+def test_numbers_python_reads_in_its_own_way_stay_in_the_numpy_path(tmp_path, capsys):
+    """Plain lines whose fields need Python's int / float (exponents, nan, underscores, long digits, index 0,
+    dropped or repeated indices) are read field by field, not line by line."""
+    data_dir = write_synthetic_ultra_dataset(str(tmp_path), {"train": 6}, n_features=10)
+    with open(os.path.join(data_dir, "train", "train.feature"), "a") as handle:
+        handle.write("".join("plain%d %s\n" % (i, fields) for i, fields in enumerate(ODD_FIELDS[2:9])))
+    read_both(data_dir, "train")
+    out = capsys.readouterr().out
+    assert "Compact reader: " in out and "not plain" not in out
 
 
 def test_ultra_own_toy_data_both_layouts_read_as_ultra_reads_them():

@@ -175,17 +175,23 @@ def parse_block(buffer, start: int, stop: int, feature_size: int, head_fields: i
     point = np.where(has_dot, dots, ends)
     whole_digits = point - colons - 1 - negative
     fraction_digits = np.where(has_dot, ends - dots - 1, 0)
-    # One load per part (a second for 9-16 digits); each part all digits, at least one digit in the value.
+    # One load per part (a second for 9-16 digits; a whole part of one digit, the common case, is one byte);
+    # each part all digits, at least one digit in the value.
     loads = np.ndarray((t.size - 7,), dtype="<u8", buffer=buffer, strides=(1,))
-    whole_low, fraction_low = np.minimum(whole_digits, 8), np.minimum(fraction_digits, 8)
     index_word = _load(loads, colons, np.minimum(index_digits, 8))
-    whole_word = _load(loads, point, whole_low)
-    fraction_word = _load(loads, ends, fraction_low)
-    ok = _all_digits(index_word, whole_word, fraction_word)
+    fraction_word = _load(loads, ends, np.minimum(fraction_digits, 8))
+    ok = _all_digits(index_word, fraction_word)
     ok &= (index_digits >= 1) & (index_digits <= 8) & (whole_digits + fraction_digits >= 1)
     index = _eight_digits(index_word)
-    whole = _eight_digits(whole_word)
     fraction = _eight_digits(fraction_word)
+    last_whole = t[point - 1] - np.uint8(ord("0"))  # the whole part's last digit where it has one
+    ok &= (last_whole < 10) | (whole_digits != 1)
+    whole = np.where(whole_digits == 1, last_whole, 0).astype(_U64)
+    wide = np.flatnonzero(whole_digits > 1)
+    if wide.size:
+        whole_word = _load(loads, point[wide], np.minimum(whole_digits[wide], 8))
+        ok[wide] &= _all_digits(whole_word)
+        whole[wide] = _eight_digits(whole_word)
     long = np.flatnonzero(ok & ((whole_digits > 8) | (fraction_digits > 8)))
     if long.size:
         ok &= (whole_digits <= 16) & (fraction_digits <= 16)
