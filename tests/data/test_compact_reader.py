@@ -10,6 +10,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
+import subprocess
+import sys
 import types
 
 import numpy as np
@@ -329,3 +332,48 @@ def test_parse_block_gives_python_float_for_every_number_form(fmt):
                                   b"1:2.3.4\n", b"1:2 \n", b"1:2"])
 def test_parse_block_leaves_what_is_not_plain_to_ultra_statements(text):
     assert parse_lines(text, 10) is None
+
+
+def seeded_main_py(ultra_main: str, args, cwd: str, reader: str) -> str:
+    """ULTRA's main.py under the runner's seeded_main (ULTRA's ClickSimulationFeed draws from ``random``) with the
+    compact reader on ("1") or off ("0"); its output."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", ULTRA_MULTR_COMPACT_READER=reader)
+    command = [sys.executable, "-m", "ultra_multr.experiments.runner.seeded_main", "--seed", "0", ultra_main] + args
+    completed = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    return completed.stdout
+
+
+@pytest.mark.slow
+def test_main_py_trains_and_tests_the_same_with_the_compact_reader_on_and_off(ultra_main, tmp_path):
+    """Our DLA fed by ULTRA's own ClickSimulationFeed (training) and DirectLabelFeed (validation, test): the
+    validation metrics, the test metrics and the test ranklist (every score) are identical with either reader.
+    Exact, not to a tolerance: ULTRA's rankers cast their input to float32 first, so they see the same numbers."""
+    data_dir = write_synthetic_ultra_dataset(str(tmp_path / "data"), {"train": 24, "valid": 6, "test": 8},
+                                             n_features=12)
+    settings = {
+        "train_input_feed": "ultra.input_layer.ClickSimulationFeed",
+        "train_input_hparams": "click_model_json=%s" % os.path.join(REPO_ROOT, "settings", "click_models",
+                                                                   "cascade_eps0.1_ymax4.json"),
+        "valid_input_feed": "ultra.input_layer.DirectLabelFeed", "valid_input_hparams": "",
+        "test_input_feed": "ultra.input_layer.DirectLabelFeed", "test_input_hparams": "",
+        "ranking_model": "ultra.ranking_model.DNN", "ranking_model_hparams": "hidden_layer_sizes=[8]",
+        "learning_algorithm": "ultra_multr.DLA", "learning_algorithm_hparams": "learning_rate=0.05,seed=0",
+        "metrics": ["ndcg", "err"], "metrics_topn": [1, 3, 5, 10], "objective_metric": "ndcg_10",
+    }
+    (tmp_path / "settings.json").write_text(json.dumps(settings))
+    results = {}
+    for reader in ("1", "0"):
+        model_dir = str(tmp_path / ("model" + reader))
+        args = ["--data_dir", data_dir, "--model_dir", model_dir, "--output_dir", os.path.join(model_dir, "out", ""),
+                "--setting_file", str(tmp_path / "settings.json"), "--batch_size", "8"]
+        trained = seeded_main_py(ultra_main, args + ["--max_train_iteration", "6", "--steps_per_checkpoint", "3"],
+                                 str(tmp_path), reader)
+        tested = seeded_main_py(ultra_main, args + ["--test_only", "True"], str(tmp_path), reader)
+        assert ("Compact reader: " in trained + tested) == (reader == "1")
+        validation = [line for line in trained.splitlines() if re.match(r"^(ndcg|err)_\d+ [0-9.]+$", line)]
+        test = [line for line in tested.splitlines() if "eval: ndcg_1:" in line]
+        assert len(validation) >= 8 and len(test) == 1, trained[-2000:] + tested[-2000:]
+        with open(os.path.join(model_dir, "out", "test.ranklist")) as handle:
+            results[reader] = (validation, test, handle.read())
+    assert results["1"] == results["0"]
