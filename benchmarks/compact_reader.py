@@ -69,7 +69,7 @@ SHAPES = {
 READ_CONFIGS = ("ultra", "compact_first", "compact_store", "compact_later")
 MAIN_CONFIGS = ("main_ultra", "main_compact_first", "main_compact_later")
 COLUMNS = ("shape", "fraction", "config", "repeat", "exit", "documents", "text_mb", "process_s", "import_s",
-           "read_s", "train_read_s", "valid_read_s", "rss_after_read_mb", "peak_rss_mb", "first_update_s")
+           "read_s", "read_cpu_s", "train_read_s", "valid_read_s", "rss_after_read_mb", "peak_rss_mb", "first_update_s")
 
 
 def child(args: argparse.Namespace) -> int:
@@ -79,6 +79,7 @@ def child(args: argparse.Namespace) -> int:
     import ultra
 
     imported = time.perf_counter()
+    cpu = time.process_time()
     seconds, documents = {}, 0
     data_sets = []
     for split in args.splits:
@@ -88,11 +89,13 @@ def child(args: argparse.Namespace) -> int:
         documents += len(data.dids)
         data_sets.append(data)
     read = time.perf_counter()
+    read_cpu = time.process_time() - cpu
     rss_after_read = rss_mb()
     for data in data_sets:  # a mapped matrix comes in as training uses it: all of it, here
         if isinstance(data.features, np.ndarray):
             float(data.features.sum(dtype=np.float64))
-    print(json.dumps({"import_s": imported - started, "read_s": read - imported, "split_s": seconds,
+    print(json.dumps({"import_s": imported - started, "read_s": read - imported, "read_cpu_s": read_cpu,
+                      "split_s": seconds,
                       "documents": documents, "rss_after_read_mb": rss_after_read,
                       "reader": type(data_sets[0]).__name__}), flush=True)
     return 0
@@ -142,7 +145,8 @@ def run_read(config: str, data_dir: str, workdir: str, repeat: int) -> Dict:
             config, process.returncode, report and report["reader"], stderr[-3000:]))
         row["exit"] = process.returncode or 1
         return row
-    row.update(import_s=report["import_s"], read_s=report["read_s"], documents=report["documents"],
+    row.update(import_s=report["import_s"], read_s=report["read_s"], read_cpu_s=report["read_cpu_s"],
+               documents=report["documents"],
                train_read_s=report["split_s"]["train"], valid_read_s=report["split_s"]["valid"],
                rss_after_read_mb=report["rss_after_read_mb"])
     return row
@@ -214,11 +218,11 @@ def summary_markdown(rows: List[Dict], title: str, machine: str) -> str:
     out = io.StringIO()
     out.write("# %s\n\nMachine: %s\n\n" % (title, machine))
     out.write("Medians over repeats, seconds and MB. read_s: train + valid by `ultra.utils.read_data` in a fresh "
-              "process (ULTRA's import excluded); peak_rss_mb: the process's peak (`ru_maxrss`), after every feature "
-              "was summed; main_*: whole main.py runs (read_s: ULTRA's import to \"Train Rank list size\"; "
-              "first_update_s: from the process start).\n\n")
-    out.write("| shape | fraction | documents | text MB | config | n | read_s | peak_rss_mb | first_update_s |"
-              " read vs ultra | peak vs ultra |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+              "process (ULTRA's import excluded; read_cpu_s: its CPU time, less moved by other jobs); peak_rss_mb: "
+              "the process's peak (`ru_maxrss`), after every feature was summed; main_*: whole main.py runs "
+              "(read_s: ULTRA's import to \"Train Rank list size\"; first_update_s: from the process start).\n\n")
+    out.write("| shape | fraction | documents | text MB | config | n | read_s | read_cpu_s | peak_rss_mb | first_update_s |"
+              " read vs ultra | peak vs ultra |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     for shape in sorted({r["shape"] for r in rows}):
         measured = [r for r in rows if r["shape"] == shape]
         ultra_points = sorted({(r["documents"], r["fraction"]) for r in measured
@@ -236,17 +240,17 @@ def summary_markdown(rows: List[Dict], title: str, machine: str) -> str:
                 n = sum(1 for r in at if r["config"] == config and r["exit"] == 0)
                 if not n:
                     continue
-                cells = [median(at, config, c) for c in ("read_s", "peak_rss_mb", "first_update_s")]
+                cells = [median(at, config, c) for c in ("read_s", "read_cpu_s", "peak_rss_mb", "first_update_s")]
                 ratios = []
-                for value, column in zip(cells[:2], ("read_s", "peak_rss_mb")):
+                for value, column in zip((cells[0], cells[2]), ("read_s", "peak_rss_mb")):
                     base = reference.get(column)
                     ratios.append("" if value is None or not base or config.startswith("main") or config == "ultra"
                                   else "%.2fx%s" % (base / value, " (ULTRA projected)" if projected else ""))
-                out.write("| %s | %g | %s | %.0f | %s | %d | %s | %s | %s | %s | %s |\n" % (
+                out.write("| %s | %g | %s | %.0f | %s | %d | %s | %s | %s | %s | %s | %s |\n" % (
                     shape, fraction, "%d" % documents if documents else "", median(at, config, "text_mb") or 0,
                     config, n, *(("%.2f" % c) if c is not None else "" for c in cells), *ratios))
             if projected:
-                out.write("| %s | %g | %d | | ultra (projected, not measured) | | %.2f | %.0f | | | |\n" % (
+                out.write("| %s | %g | %d | | ultra (projected, not measured) | | %.2f | | %.0f | | | |\n" % (
                     shape, fraction, documents, reference["read_s"], reference["peak_rss_mb"]))
     out.write("\n\"read vs ultra\": ULTRA's read_s over the configuration's (how many times faster); \"peak vs ultra\": "
               "ULTRA's peak over the configuration's. ULTRA projected: a line through ULTRA's medians at the sizes it "

@@ -105,7 +105,8 @@ def test_the_compact_reader_benchmark_measures_every_reader_and_summarizes(tmp_p
     )
     assert result.returncode == 0, result.stderr[-3000:]
     summary = (results / "summary.md").read_text()
-    measured = r"\| yahoo \| 0.0003 \| \d+ \| \d+ \| compact_first \| 1 \| [0-9.]+ \| [0-9.]+ \|  \| [0-9.]+x \|"
+    measured = (r"\| yahoo \| 0.0003 \| \d+ \| \d+ \| compact_first \| 1 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|  "
+                r"\| [0-9.]+x \|")
     assert re.search(measured, summary), summary
     # beyond the sizes ULTRA's reader was measured at: a line through them, labelled
     assert re.search(r"\| yahoo \| 0.0008 \| \d+ \| \| ultra \(projected, not measured\) \|", summary), summary
