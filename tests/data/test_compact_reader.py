@@ -223,6 +223,26 @@ def test_the_feature_cache_maps_the_parse_and_never_serves_a_changed_file(tmp_pa
     assert not os.path.exists(feature_cache.cache_dir())
 
 
+def test_a_cache_that_cannot_be_written_is_skipped_with_a_line(tmp_path, monkeypatch, capsys):
+    blocked = tmp_path / "not_a_folder"
+    blocked.write_text("")
+    monkeypatch.setenv("ULTRA_MULTR_CACHE", str(blocked))
+    data_dir = write_synthetic_ultra_dataset(str(tmp_path / "data"), {"train": 6}, n_features=8)
+    read_both(data_dir, "train")
+    assert "not kept for later starts" in capsys.readouterr().out
+
+
+def test_the_matrix_grows_in_place_past_a_short_estimate():
+    rows = compact_reader._Rows(3)
+    first = rows.take(2, estimate=1)
+    rows.array[first:first + 2] = [[1, 2, 3], [4, 5, 6]]
+    for k in range(50):
+        rows.array[rows.take(1)] = k
+    matrix = rows.finish()
+    assert matrix.shape == (53, 3) and not matrix[-1].any()
+    assert matrix[:2].tolist() == [[1, 2, 3], [4, 5, 6]] and matrix[51].tolist() == [49, 49, 49]
+
+
 def test_installed_as_ultra_read_data_with_an_off_switch(synthetic_data_dir, monkeypatch):
     assert ultra.utils.read_data is compact_reader.read_data
     assert ultra.utils.data_utils.read_data is compact_reader.read_data
