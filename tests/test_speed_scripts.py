@@ -81,3 +81,33 @@ def test_the_propensity_ranker_cost_benchmark_prints_both_configurations(tmp_pat
     rows = re.findall(r"^\| (multr|dla) .*?\| ([0-9.]+) \| ([0-9.]+) \|$", out.read_text(), flags=re.M)
     assert [r[0] for r in rows] == ["multr", "dla"] and rows[0][2] == "1.00"
     assert all(float(ms) > 0 for _, ms, _ in rows) and float(rows[1][2]) > 0
+
+
+def test_the_compact_reader_benchmark_measures_every_reader_and_summarizes(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO_ROOT, os.environ.get("PYTHONPATH", "")]))
+    results = tmp_path / "results"
+    results.mkdir()
+    for fraction in ("0.0003", "0.0005", "0.0008"):  # 6, 10 and 16 training queries; ULTRA's reader at the first two
+        result = subprocess.run(
+            [sys.executable, os.path.join(REPO_ROOT, "benchmarks", "compact_reader.py"), "--shape", "yahoo",
+             "--fraction", fraction, "--data", str(tmp_path / ("data" + fraction)), "--repeats", "1",
+             "--ultra-max-fraction", "0.0006", "--out", str(results / ("yahoo_" + fraction))],
+            capture_output=True, text=True, timeout=240, env=env, cwd=REPO_ROOT,
+        )
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    rows = (results / "yahoo_0.0003.csv").read_text().splitlines()
+    assert [row.split(",")[2] for row in rows[1:]] == ["ultra", "compact_first", "compact_store", "compact_later"]
+    assert [row.split(",")[2] for row in (results / "yahoo_0.0008.csv").read_text().splitlines()[1:]] == [
+        "compact_first", "compact_store", "compact_later"]
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO_ROOT, "benchmarks", "compact_reader.py"), "--summarize", str(results)],
+        capture_output=True, text=True, timeout=240, env=env, cwd=REPO_ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = (results / "summary.md").read_text()
+    measured = (r"\| yahoo \| 0.0003 \| \d+ \| \d+ \| compact_first \| 1 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|  "
+                r"\| [0-9.]+x \|")
+    assert re.search(measured, summary), summary
+    # beyond the sizes ULTRA's reader was measured at: a line through them, labelled
+    assert re.search(r"\| yahoo \| 0.0008 \| \d+ \| \| ultra \(projected, not measured\) \|", summary), summary
+    assert re.search(r"\| yahoo \| 0.0008 .* compact_first .* \| [0-9.]+x \(ULTRA projected\) \|", summary), summary

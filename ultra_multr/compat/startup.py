@@ -28,6 +28,11 @@ has its parsed ``args``):
   the checkpoint and the free space of its file system ("the disk is full"
   below 1 MiB).
 
+When ULTRA has been imported, it makes ULTRA's ``read_data`` the compact
+reader (:mod:`ultra_multr.data.compact_reader`: each split's features as one
+float32 matrix instead of lists of Python floats; ``ULTRA_MULTR_COMPACT_READER=0``
+keeps ULTRA's reader), for main.py, ULTRA's feeds and ours alike.
+
 When the script is ULTRA's main.py, it also starts our data checks of the
 splits main.py will read in a second process
 (:func:`ultra_multr.compat.early_checks.start_early_checks`): main.py builds our
@@ -109,6 +114,20 @@ class _UltraLoader(importlib.abc.Loader):
         finally:
             if placeholder is not None and sys.modules.get("tensorflow") is placeholder:
                 del sys.modules["tensorflow"]
+        install_compact_reader()
+
+
+def install_compact_reader() -> None:
+    """Make ULTRA's ``read_data`` the compact reader (:mod:`ultra_multr.data.compact_reader`; it hands over to
+    ULTRA's own under ``ULTRA_MULTR_COMPACT_READER=0``).  Never raises: where it cannot be installed, one line
+    says so and ULTRA's reader reads."""
+    try:
+        from ultra_multr.data import compact_reader  # numpy and ULTRA: imported now, after ULTRA
+
+        compact_reader.install()
+    except Exception as error:  # pragma: no cover - ULTRA's reader still works
+        sys.stderr.write("ultra_multr: the compact reader is not installed (%s: %s); ULTRA's reader reads the data\n"
+                         % (type(error).__name__, error))
 
 
 class UltraImportFinder(importlib.abc.MetaPathFinder):

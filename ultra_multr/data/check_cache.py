@@ -30,18 +30,25 @@ RULES_VERSION = 2  # 2: separators other than a space, a qid on two .init_list l
 BLOCK_BYTES = 1 << 22
 
 
+def cache_root() -> str:
+    """``$ULTRA_MULTR_CACHE`` (default ``~/.cache/ultra_multr``): the check results and the compact reader's
+    feature matrices (:mod:`ultra_multr.data.feature_cache`) live in folders under it."""
+    return os.environ.get("ULTRA_MULTR_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "ultra_multr")
+
+
 def cache_dir() -> str:
-    root = os.environ.get("ULTRA_MULTR_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "ultra_multr")
-    return os.path.join(root, "checks")
+    return os.path.join(cache_root(), "checks")
 
 
-def stat_key(paths: Sequence[str], rules: Dict) -> str:
-    """Key of the files as they are now (absolute path, size, mtime) and of the rules they were checked under."""
+def stat_key(paths: Sequence[str], rules: Dict, version: Optional[int] = None) -> str:
+    """Key of the files as they are now (absolute path, size, mtime) and of the rules they were checked under
+    (``version``: of those rules, :data:`RULES_VERSION` unless given; the feature cache passes its own)."""
     entries = []
     for path in paths:
         info = os.stat(path)
         entries.append([os.path.abspath(path), info.st_size, info.st_mtime_ns])
-    text = json.dumps({"rules_version": RULES_VERSION, "rules": rules, "files": entries}, sort_keys=True)
+    text = json.dumps({"rules_version": RULES_VERSION if version is None else version, "rules": rules,
+                       "files": entries}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
