@@ -198,6 +198,30 @@ def set_rows(runs_dir: str, methods: Sequence[str], regime: str = "cascade", n_p
     return rows
 
 
+#: Comparisons besides "against DLA": MULTR against Rand-MULTR (goal A2: the gain comes from the simulator) and, on
+#: the log with 10 % swap sessions, MULTR against DLA on that log and against MULTR on the plain log.
+PAIRS = (("multr_pilot", "rand_multr_pilot"), ("multr_swap10_pilot", "dla_swap10_pilot"),
+         ("multr_swap10_pilot", "multr_pilot"))
+PAIR_COLUMNS = ("data", "regime", "method", "against", "runs", "delta", "p")
+
+
+def pair_rows(runs_dir: str, regime: str = "cascade", n_permutations: int = 10000) -> List[dict]:
+    """:data:`PAIRS` per group where both finished: the paired difference in nDCG@10 over the pooled test queries
+    (each averaged over seeds) and its two-sided Fisher randomisation p."""
+    runs = _finished(runs_dir, sorted({m for pair in PAIRS for m in pair}))
+    rows = []
+    for dataset, group in GROUPS.items():
+        for method, against in PAIRS:
+            mine, theirs = ([r for r in runs.get(m, []) if r.info["dataset"] == dataset] for m in (method, against))
+            if mine and theirs:
+                a, b = compare.paired(mine, theirs, "ndcg_10")
+                rows.append({"data": group, "regime": regime, "method": METHODS[method]["label"],
+                             "against": METHODS[against]["label"], "runs": "%d vs %d" % (len(mine), len(theirs)),
+                             "delta": "%+.4f" % float(np.mean(a - b)),
+                             "p": "%.4g" % randomization_test(a, b, n_permutations)})
+    return rows
+
+
 def write_rows(rows: Sequence[dict], columns: Sequence[str], results_dir: str, name: str, caption: str) -> None:
     """``<name>.csv`` and ``<name>.md`` (the caption, then the rows as a table), atomically."""
     csv = ",".join(columns) + "\n" + "".join(",".join(str(row[c]) for c in columns) + "\n" for row in rows)
@@ -319,6 +343,9 @@ def main(argv: Sequence[str] = None) -> int:
         write_rows(set_rows(os.path.join(out, "runs"), methods, args.regime), SET_COLUMNS, args.results,
                    name + "_sets", "Each set alone (the spread behind %s.md): against DLA on the same set, seeds "
                    "pooled." % name)
+        write_rows(pair_rows(os.path.join(out, "runs"), args.regime), PAIR_COLUMNS, args.results, name + "_pairs",
+                   "Comparisons besides against DLA, per group: paired difference in nDCG@10 over the pooled test "
+                   "queries (each averaged over seeds), two-sided Fisher randomisation test.")
         atomic_write_text(os.path.join(args.results, name.replace("paper_setting", "grid_sessions") + ".md"),
                           budget.format_markdown(os.path.join(out, "runs")))
         print(open(os.path.join(args.results, name + ".md")).read(), end="")

@@ -128,6 +128,13 @@ def test_the_grid_compares_each_group_with_its_own_dla(tmp_path):
     assert [(r["data"], r["method"], r["runs"], r["ndcg10"], r["delta_vs_dla"]) for r in rows] == [
         ("ultra_recipe", "MULTR", 2, "0.7000", "+0.1000"), ("ultra_recipe", "DLA", 2, "0.6000", ""),
         ("stress", "MULTR", 2, "0.6667", "-0.1667"), ("stress", "DLA", 2, "0.8333", "")]
+    # MULTR against Rand-MULTR where both ran: none here
+    assert screen.pair_rows(str(tmp_path), n_permutations=100) == []
+    write_runs(tmp_path / "more", method_runs("rand_multr_pilot", "multr", {"set": [0.5, 0.5, 0.5]}, dataset="recipe")
+               + [r for r in records if r.info["method"] == "multr_pilot"])
+    pairs = screen.pair_rows(str(tmp_path / "more"), n_permutations=100)
+    assert [(r["data"], r["method"], r["against"], r["runs"], r["delta"]) for r in pairs] == [
+        ("ultra_recipe", "MULTR", "Rand-MULTR", "2 vs 2", "+0.2000")]
     # the spread: each set alone (here one set per group, so the same figures, with the set named)
     per_set = screen.set_rows(str(tmp_path), ["multr_pilot", "dla_pilot"], n_permutations=100)
     assert [(r["data"], r["set"], r["method"], r["delta_vs_dla"]) for r in per_set] == [
