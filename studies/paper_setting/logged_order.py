@@ -54,12 +54,17 @@ def main(argv=None) -> int:
     parser.add_argument("--work", required=True, help="where the data sets are generated")
     parser.add_argument("--out", required=True, help="output path without extension (.csv and .md are written)")
     parser.add_argument("--stress-seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--recipe-dirs", nargs="*", default=[], metavar="DIR",
+                        help="more data sets of ULTRA's recipe to measure as they are (the grid's further sets, "
+                             "studies/paper_setting/screen.py --sets), named by their folder")
     args = parser.parse_args(argv)
     rows = []
     for name, recipe in SCREENED_RECIPES.items():
         path = generated(args.work, name, {"recipe": name, **recipe.__dict__},
                          lambda p, r=recipe: write_recipe_dataset(p, r))
         rows.append({"group": "ultra_recipe", "data": name, **agreement(path)})
+    for path in args.recipe_dirs:
+        rows.append({"group": "ultra_recipe", "data": os.path.basename(path.rstrip("/")), **agreement(path)})
     for seed in args.stress_seeds:
         description = {"stress_seed": seed, **{k: list(v) if isinstance(v, tuple) else v for k, v in STRESS.items()}}
         path = generated(args.work, "stress_%d" % seed, description,
