@@ -118,8 +118,9 @@ def settings_for(config: str, simulator_steps: int, pilot_steps: int) -> dict:
         settings["learning_algorithm_hparams"] = (
             "learning_rate=0.05,sample_num=8,seed=0,simulator_steps=%d,rerank_pilot_steps=%d,imputation=%s"
             # the cost of MULTR's whole path, whatever the simulator's fit: a short simulator that its guard
-            # rejects would leave DLA's losses and skip the expected pass
-            ",simulator_guard=none"
+            # rejects (or a logger guard that fires on the generated, label-ordered log) would leave DLA's losses
+            # and skip the expected pass
+            ",simulator_guard=none,logger_guard=none"
             % (simulator_steps, pilot_steps, config.split("_", 1)[1])
             # the default guard (rebalance) needs expected pseudo clicks; sampled ones take the clip guard
             + (",dr_weight_guard=clip" if config == "multr_sampled" else "")

@@ -101,7 +101,10 @@ with open(os.path.join(repo, "settings", "multr_dla.json")) as handle:
 settings["train_input_hparams"] = "click_model_json=%s,seed=0" % os.path.join(
     repo, "settings", "click_models", "cascade_eps0.1_ymax4.json")
 settings["ranking_model_hparams"] = "hidden_layer_sizes=[64,32]"
-hparams = "sample_num=4,simulator_steps=200,simulator_batch_size=64,rerank_pilot_steps=20,seed=0,log_every=50,device=%s"
+# logger_guard=none: the generated log orders by the label plus noise, so the logger guard (MULTR's default) would
+# fire and MULTR would train as DLA, leaving its simulator on the device unchecked
+hparams = ("sample_num=4,simulator_steps=200,simulator_batch_size=64,rerank_pilot_steps=20,seed=0,log_every=50,"
+           "logger_guard=none,device=%s")
 settings["learning_algorithm_hparams"] = hparams % device
 with open(os.path.join(run, "settings.json"), "w") as handle:
     json.dump(settings, handle, indent=1)

@@ -15,8 +15,12 @@ CASCADE = os.path.join(REPO_ROOT, "settings", "click_models", "cascade_eps0.1_ym
 
 #: Test-sized simulators (a few steps) lose to the position-only click model, and the test data have 12 validation
 #: queries and few held-out sessions: tests of other behaviour switch the guard off and let the pilot and early
-#: stopping choose (tests/algorithms/test_fair_protocol.py tests all three at their defaults).
-SMALL_DATA_HPARAMS = {"simulator_guard": "none", "pilot_min_queries": "1", "simulator_min_heldout_sessions": "1"}
+#: stopping choose (tests/algorithms/test_fair_protocol.py tests all three at their defaults).  The suite's generated
+#: logs (write_synthetic_ultra_dataset) order by the label plus noise, mostly on fewer than 50 training queries: the
+#: logger guard (on by default) would fire and MULTR would train as DLA, so tests of its simulator and estimator
+#: switch it off (tests/algorithms/test_logger_guard.py tests it at its default).
+SMALL_DATA_HPARAMS = {"simulator_guard": "none", "pilot_min_queries": "1", "simulator_min_heldout_sessions": "1",
+                      "logger_guard": "none"}
 
 #: 2 simulator steps of 8 sessions, 2 held-out batches of 8, a pilot of 3 steps of 16 lists per candidate (3 of them):
 #: rerank_weight=auto's pilot.
@@ -28,9 +32,10 @@ PILOT = (
 TUNE = "seed=1,device=cpu,log_every=0,tune=learning_rate,tune_grid=[0.01,0.5,0.05],tune_pilot_steps=3,pilot_min_queries=1"
 
 
-def small_data(hparams):
-    """MULTR's ``hparams`` plus :data:`SMALL_DATA_HPARAMS` where they do not set them."""
-    given = {part.split("=", 1)[0].strip() for part in hparams.split(",") if "=" in part}
+def small_data(hparams, keep_defaults=()):
+    """MULTR's ``hparams`` plus :data:`SMALL_DATA_HPARAMS` where they do not set them (but ``keep_defaults``: names
+    left at MULTR's default)."""
+    given = {part.split("=", 1)[0].strip() for part in hparams.split(",") if "=" in part} | set(keep_defaults)
     extra = ["%s=%s" % item for item in SMALL_DATA_HPARAMS.items() if item[0] not in given]
     return ",".join(part for part in [hparams] + extra if part)
 
@@ -58,8 +63,9 @@ def main_args(settings, model_dir, data_dir, *extra):
 
 
 def build(data_dir, hparams, seed_feed=0, feed="ultra_multr.feeds.ClickSimulationFeed", feed_hparams=None,
-          algorithm="ultra_multr.MULTR", objective_metric="ndcg_10"):
-    """An algorithm (MULTR's with :func:`small_data` hparams) and a training feed, wired the way main.py wires them."""
+          algorithm="ultra_multr.MULTR", objective_metric="ndcg_10", keep_defaults=()):
+    """An algorithm (MULTR's with :func:`small_data` hparams, ``keep_defaults`` left at their defaults) and a training
+    feed, wired the way main.py wires them."""
     data = ultra.utils.read_data(data_dir, "train", None, 0)
     settings = {
         "train_input_feed": feed,
@@ -67,7 +73,7 @@ def build(data_dir, hparams, seed_feed=0, feed="ultra_multr.feeds.ClickSimulatio
         "ranking_model": "ultra.ranking_model.DNN",
         "ranking_model_hparams": "hidden_layer_sizes=[32,16]",
         "learning_algorithm": algorithm,
-        "learning_algorithm_hparams": small_data(hparams) if "MULTR" in algorithm else hparams,
+        "learning_algorithm_hparams": small_data(hparams, keep_defaults) if "MULTR" in algorithm else hparams,
         "metrics": ["ndcg"],
         "metrics_topn": [10],
         "objective_metric": objective_metric,

@@ -137,8 +137,9 @@ def study_config(args, data_dir: str, log_pattern: str) -> Dict:
                                           **({} if args.ranker_norm == "layer" else {"norm": args.ranker_norm})),
             "learning_algorithm_hparams": {"learning_rate": 0.05, "log_every": 500},
         },
+        # logger_guard=none: the committed results were made before the logger guard was MULTR's default
         "method_overrides": {"multr": {"learning_algorithm_hparams": {
-            "simulator_steps": args.steps, "imputation_samples": args.imputation_samples}}},
+            "simulator_steps": args.steps, "imputation_samples": args.imputation_samples, "logger_guard": "none"}}},
         "extra_methods": extra,
         "main_args": {"batch_size": 256, "max_train_iteration": args.steps, "steps_per_checkpoint": 100,
                       "selection_bias_cutoff": N_POSITIONS},

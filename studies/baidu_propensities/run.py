@@ -111,8 +111,9 @@ def train(main_py: str, data_dir: str, model_dir: str, method: str, args) -> str
         RuntimeError: main.py failed.
     """
     hparams = "learning_rate=0.05,seed=%d,log_every=50" % args.seed
-    if method == "MULTR":
-        hparams += ",simulator_steps=%d,simulator_batch_size=%d" % (args.simulator_steps, args.batch_size)
+    if method == "MULTR":  # logger_guard=none: the committed curves were made before the guard was MULTR's default
+        hparams += ",simulator_steps=%d,simulator_batch_size=%d,logger_guard=none" % (args.simulator_steps,
+                                                                                       args.batch_size)
     _, done = baidu_convert.train_through_main_py(
         main_py, data_dir, model_dir, METHODS[method], hparams, "hidden_layer_sizes=[64,32]", args.batch_size,
         args.steps, 100, N_POSITIONS,

@@ -56,8 +56,8 @@ def make_log(log_dir: str, args) -> object:
 def train(main_py: str, data_dir: str, model_dir: str, method: str, learning_rate: float, args) -> Dict:
     """One main.py run; its outcome."""
     hparams = "learning_rate=%g,seed=%d,log_every=50" % (learning_rate, args.seed)
-    if method == "MULTR":
-        hparams += ",simulator_steps=%d,simulator_batch_size=%d" % (args.steps, args.batch_size)
+    if method == "MULTR":  # logger_guard=none: the committed results were made before the guard was MULTR's default
+        hparams += ",simulator_steps=%d,simulator_batch_size=%d,logger_guard=none" % (args.steps, args.batch_size)
     settings, done = baidu_convert.train_through_main_py(
         main_py, data_dir, model_dir, METHODS[method], hparams, "hidden_layer_sizes=[512,256,128],norm=none",
         args.batch_size, args.steps, 50, N_POSITIONS,

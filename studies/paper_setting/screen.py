@@ -49,18 +49,20 @@ METHODS = {
                   "learning_algorithm_hparams": PILOT},
     "naive_pilot": {"label": "Naive", "role": "baseline", "learning_algorithm": "ultra_multr.Naive",
                     "learning_algorithm_hparams": PILOT},
-    # the simulator stops on its held-out curve (patience 5 x 250 steps), the cap of 10,000 is the paper's
+    # the simulator stops on its held-out curve (patience 5 x 250 steps), the cap of 10,000 is the paper's.
+    # MULTR's rows without the label-free logger guard name logger_guard=none (the default was none when their runs
+    # finished: named, the runner's fingerprint keeps them, ultra_multr.experiments.runner.runs._NAMED_OLD_DEFAULTS)
     "multr_pilot": {"label": "MULTR", "role": "multr", "learning_algorithm": "ultra_multr.MULTR",
-                    "learning_algorithm_hparams": dict(PILOT, simulator_steps=10000)},
+                    "learning_algorithm_hparams": dict(PILOT, simulator_steps=10000, logger_guard="none")},
     "rand_multr_pilot": {"label": "Rand-MULTR", "role": "multr", "learning_algorithm": "ultra_multr.MULTR",
-                         "learning_algorithm_hparams": dict(PILOT, simulator_steps=0)},
-    # MULTR with the label-free logger guard (off by default): DLA's losses where the features miss the logged order
+                         "learning_algorithm_hparams": dict(PILOT, simulator_steps=0, logger_guard="none")},
+    # MULTR with the label-free logger guard (MULTR's default): DLA's losses where the features miss the logged order
     "multr_guarded_pilot": {"label": "MULTR guarded", "role": "multr", "learning_algorithm": "ultra_multr.MULTR",
                             "learning_algorithm_hparams": dict(PILOT, simulator_steps=10000, logger_guard="order_fit")},
     # the stress log with 10 % of its sessions shown with one adjacent pair swapped (the feed's intervention_share)
     "multr_swap10_pilot": {"label": "MULTR, 10 % swap sessions", "role": "multr",
                            "learning_algorithm": "ultra_multr.MULTR",
-                           "learning_algorithm_hparams": dict(PILOT, simulator_steps=10000),
+                           "learning_algorithm_hparams": dict(PILOT, simulator_steps=10000, logger_guard="none"),
                            "train_input_hparams": {"intervention_share": 0.1}},
     "dla_swap10_pilot": {"label": "DLA, 10 % swap sessions", "role": "baseline", "learning_algorithm": "ultra_multr.DLA",
                          "learning_algorithm_hparams": PILOT, "train_input_hparams": {"intervention_share": 0.1}},

@@ -37,7 +37,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 METHODS = {
     "DLA": ("ultra_multr.DLA", ""),
-    "MULTR": ("ultra_multr.MULTR", "simulator_steps={simulator_steps},rerank_pilot_steps={pilot_steps}"),
+    # logger_guard=none: the study compares what MULTR's simulator-trained ranker learns (the guard, MULTR's default
+    # since, would leave DLA's losses where it fires)
+    "MULTR": ("ultra_multr.MULTR",
+              "simulator_steps={simulator_steps},rerank_pilot_steps={pilot_steps},logger_guard=none"),
 }
 
 

@@ -97,7 +97,8 @@ DEFAULT_VARIANTS: Tuple[Tuple[str, str, str], ...] = (
 #: The study's settings (studies/headroom/run.py's, i.e. ultra_multr.experiments.fold_study's).
 RANKING_MODEL = {"hidden_layer_sizes": [512, 256, 128]}
 SHARED_HPARAMS = {"learning_rate": 0.05, "log_every": 100}
-MULTR_HPARAMS = {"simulator_log_every": 500}
+#: logger_guard=none: the committed results were made before the logger guard was MULTR's default.
+MULTR_HPARAMS = {"simulator_log_every": 500, "logger_guard": "none"}
 DATASET = "generated"
 LABEL_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
 SEPARATOR = "__"

@@ -193,8 +193,10 @@ def tmpfs_dir(tmp_path):
 
 @pytest.mark.slow
 def test_a_full_disk_names_the_simulator_checkpoint(ultra_main, synthetic_data_dir, tmp_path, tmpfs_dir):
+    # a simulator of ~800 kB; logger_guard=none: the suite's log orders by the label, so the guard (MULTR's default)
+    # would fire and no simulator would be written
     settings = write_settings(tmp_path, "multr_dla.json", algorithm_hparams="sample_num=2,simulator_steps=4,"
-                              "simulator_batch_size=16,seed=0,rerank_pilot_steps=1")  # a simulator of ~800 kB
+                              "simulator_batch_size=16,seed=0,rerank_pilot_steps=1,logger_guard=none")
     run = run_ultra_main(ultra_main, main_args(settings, tmpfs_dir, synthetic_data_dir, "--max_train_iteration",
                                                "2"), cwd=str(tmp_path), check=False, wrapper=small_disk(tmpfs_dir))
     assert run.returncode != 0
@@ -403,8 +405,10 @@ def test_a_tab_separated_feature_line_is_refused_before_training(ultra_main, syn
 def test_another_algorithm_is_refused_a_model_dir_holding_a_finished_training(ultra_main, synthetic_data_dir, tmp_path):
     """Before: DLA trained into MULTR's finished model dir exited 0; its session ledger replaced MULTR's and
     train_log/ held both runs' events."""
+    # logger_guard=none: on the suite's label-ordered log the guard (MULTR's default) would fire and MULTR's finished
+    # training would hold no simulator checkpoint to leave untouched
     multr = write_settings(tmp_path, "multr_dla.json", algorithm_hparams="sample_num=2,simulator_steps=4,"
-                           "simulator_batch_size=16,seed=0,rerank_pilot_steps=1")
+                           "simulator_batch_size=16,seed=0,rerank_pilot_steps=1,logger_guard=none")
     model_dir, cwd = str(tmp_path / "model"), str(tmp_path)
     run_ultra_main(ultra_main, main_args(multr, model_dir, synthetic_data_dir, "--max_train_iteration", "2",
                                          "--steps_per_checkpoint", "2"), cwd=cwd)

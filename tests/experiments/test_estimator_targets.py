@@ -113,6 +113,7 @@ def test_the_papers_settings_file_keeps_eq_dr_loss():
     config = parse_hparams(MULTRConfig, hparams)
     assert (config.rerank_weight, config.dr_weight_guard, config.imputation, config.variant, config.dr_normalization,
             config.propensity_ranker) == ("paper", "none", "sampled", "dr", "none", "multr")
+    assert config.logger_guard == "none"  # the paper has no logger guard (MULTR's default is order_fit)
 
 
 def test_the_authors_code_settings_file_differs_from_the_papers_in_the_loss_alone():
@@ -134,7 +135,8 @@ def test_the_default_is_the_papers_mixture_with_the_rebalance_guard_and_the_rand
     (studies/estimator_targets/README.md); the randomized form is settings/multr_randomized.json."""
     config = parse_hparams(MULTRConfig, "")
     assert (config.rerank_weight, config.imputation, config.dr_weight_guard, config.variant, config.dr_normalization,
-            config.propensity_ranker) == ("paper", "expected", "rebalance", "dr", "batch_weight", "dla")
+            config.propensity_ranker, config.logger_guard) == ("paper", "expected", "rebalance", "dr", "batch_weight",
+                                                               "dla", "order_fit")
     assert config.resolve_rerank_weight(config.rerank_weight, "rerank_weight") == pytest.approx(
         config.sample_num / (config.sample_num + 1.0)
     )
@@ -142,8 +144,8 @@ def test_the_default_is_the_papers_mixture_with_the_rebalance_guard_and_the_rand
         settings = json.load(handle)
     assert settings["learning_algorithm"] == "ultra_multr.MULTR"
     config = parse_hparams(MULTRConfig, settings["learning_algorithm_hparams"])
-    assert (config.rerank_weight, config.imputation, config.dr_weight_guard, config.variant) == (
-        "randomized", "expected", "rebalance", "dr"
+    assert (config.rerank_weight, config.imputation, config.dr_weight_guard, config.variant, config.logger_guard) == (
+        "randomized", "expected", "rebalance", "dr", "order_fit"
     )
 
 

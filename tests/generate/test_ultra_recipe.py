@@ -102,6 +102,16 @@ def load_screen():
     return screen
 
 
+def test_the_grids_multr_rows_name_their_logger_guard():
+    """The running grid's MULTR rows finished while logger_guard's default was none: they name it, so the runner's
+    fingerprint keeps their finished runs (tests/experiments/runner/test_runs.py); the guarded row names order_fit."""
+    screen = load_screen()
+    guard = {name: method["learning_algorithm_hparams"].get("logger_guard")
+             for name, method in screen.METHODS.items() if method["learning_algorithm"] == "ultra_multr.MULTR"}
+    assert guard == {"multr_pilot": "none", "rand_multr_pilot": "none", "multr_swap10_pilot": "none",
+                     "multr_guarded_pilot": "order_fit"}
+
+
 def test_the_grids_table_is_in_the_issues_format(tmp_path):
     screen = load_screen()
     rows = [{"data": "ultra_recipe", "regime": "cascade", "method": "MULTR", "runs": 2, "ndcg10": "0.9400",

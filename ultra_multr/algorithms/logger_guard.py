@@ -16,8 +16,12 @@ and what it rests on go to the run's ledger (decision ``logger_guard``).
 On generated sets the agreement was 0.986-0.995 on the eight recipe sets of
 studies/paper_setting and 0.824-0.838 on three stress sets of studies/headroom
 (studies/paper_setting/results/logged_order.md), hence the default threshold
-0.95.  The guard is off by default until the studies measure how often it
-fires where MULTR loses to DLA, and stays quiet where it does not.
+0.95.  The guard is on by default (``logger_guard=none`` switches it off, as
+the paper's and the authors' settings files do): how often it fires where
+MULTR loses to DLA, and stays quiet where it does not, is measured in
+studies/paper_setting (results/paper_setting_all.md).  With fewer than
+``logger_guard_min_queries`` (50) training queries it fires too: on toy data
+MULTR trains as DLA unless told ``logger_guard=none``.
 """
 from __future__ import annotations
 
@@ -41,7 +45,7 @@ def fit_to_logged_order(arrays: QueryArrays, seed: int) -> OrderFit:
 def logger_guard_fires(algorithm) -> bool:
     """Run the check on ``algorithm``'s training split when it applies; record and return whether it fired.
 
-    It applies under ``logger_guard=order_fit`` to a simulator that would be
+    It applies under ``logger_guard=order_fit`` (the default) to a simulator that would be
     fitted to the log (``simulator_steps > 0`` and no ``simulator_control``).
     """
     config = algorithm.hparams

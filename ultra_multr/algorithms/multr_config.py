@@ -51,7 +51,7 @@ class DoublyRobustConfig(AlgorithmConfig, SimulatorTrainingConfig):
             validated; either way, loudly, MULTR trains with its host
             algorithm's own ranking and propensity losses: DLA's) or "none"
             (compared and logged only).
-        logger_guard: "none" (default) or "order_fit": before the simulator
+        logger_guard: "order_fit" (default) or "none": before the simulator
             is trained, a small ranker is fitted to the logged order of most
             training queries on the learner's features
             (:func:`ultra_multr.logged_order.logged_order_fit`); when it
@@ -60,7 +60,9 @@ class DoublyRobustConfig(AlgorithmConfig, SimulatorTrainingConfig):
             than the features), or the split has fewer than
             ``logger_guard_min_queries`` queries to tell, the simulator is not
             trained and MULTR trains with its host's losses, loudly
-            (:mod:`ultra_multr.algorithms.logger_guard`).
+            (:mod:`ultra_multr.algorithms.logger_guard`).  "none" trains the
+            simulator on any log (the paper's MULTR:
+            ``settings/multr_paper.json``, ``settings/multr_authors_code.json``).
         logger_guard_threshold: the agreement below which it fires (0.5-1).
         logger_guard_min_queries: training queries it needs to measure.
         dr_weight_guard: "rebalance" (default, needs imputation=expected:
@@ -116,7 +118,7 @@ class DoublyRobustConfig(AlgorithmConfig, SimulatorTrainingConfig):
     simulator_checkpoint: str = ""
     rerank_weight_fallback: str = "paper"
     simulator_guard: str = "position"
-    logger_guard: str = "none"
+    logger_guard: str = "order_fit"
     logger_guard_threshold: float = 0.95
     logger_guard_min_queries: int = 50
     dr_weight_guard: str = "rebalance"

@@ -67,8 +67,11 @@ def study_config(args, data_root: str) -> dict:
         },
         "method_overrides": {
             name: {
+                # logger_guard=none: these studies' committed results (studies/mq2008, studies/headroom) were made
+                # before the logger guard was MULTR's default (--multr-hparams logger_guard=order_fit switches it on)
                 "learning_algorithm_hparams": dict(
-                    {"simulator_steps": args.steps, "simulator_log_every": 500}, **args.multr_hparams
+                    {"simulator_steps": args.steps, "simulator_log_every": 500, "logger_guard": "none"},
+                    **args.multr_hparams
                 )
             }
             for name in ("multr", "eib_multr")

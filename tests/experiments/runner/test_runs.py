@@ -22,3 +22,38 @@ def test_a_share_of_intervention_sessions_is_another_run():
     swapped = feed_hparams("click_model_json=cascade.json,intervention_share=0.1")
     assert swapped["intervention_share"] == 0.1 and swapped["intervention"] == "swap"
     assert feed_hparams("click_model_json=cascade.json,intervention_share=0.1,intervention=shuffle") != swapped
+
+
+def test_naming_the_old_logger_guard_default_keeps_the_fingerprint_of_runs_finished_under_it(monkeypatch):
+    """MULTR's logger_guard default became order_fit: a study that names logger_guard=none keeps its finished runs
+    (studies/paper_setting/screen.py's MULTR rows); one that does not gets new runs."""
+    from conftest import require_ultra
+
+    require_ultra()
+    from ultra_multr.experiments.runner import runs
+
+    before = {"learning_algorithm": "ultra_multr.MULTR",
+              "learning_algorithm_hparams": "tune_grid=[0.01,0.05],simulator_steps=10000,seed=0,learning_rate=0.05"}
+    named = dict(before, learning_algorithm_hparams="tune_grid=[0.01,0.05],simulator_steps=10000,logger_guard=none,"
+                                                    "seed=0,learning_rate=0.05")
+    assert runs.fingerprint_settings(named) == before
+    for hparams in ("logger_guard=none,seed=0", "seed=0,logger_guard=none", "logger_guard=none"):
+        stripped = runs.fingerprint_settings(dict(before, learning_algorithm_hparams=hparams))
+        assert stripped["learning_algorithm_hparams"] == hparams.replace("logger_guard=none", "").strip(",")
+    ultras = dict(before, learning_algorithm="ultra.learning_algorithm.DLA",
+                  learning_algorithm_hparams="logger_guard=none")
+    assert runs.fingerprint_settings(ultras) == ultras  # ULTRA's own classes: their strings are theirs
+
+    def spec(settings):
+        return runs.RunSpec(run_dir="/nonexistent/run", data_dir="/nonexistent/data", seed=0, method="multr",
+                            settings=settings, main_args={"batch_size": 256}, info={})
+
+    guard = runs.resolved_hparams(named)["learning_algorithm"]["logger_guard"]
+    assert guard == "none" and runs.resolved_hparams(before)["learning_algorithm"]["logger_guard"] == "order_fit"
+    assert spec(named).fingerprint != spec(before).fingerprint  # unnamed, the new default: another run
+    # A run finished while none was the default: its settings were `before`, resolved as `named` resolves now.
+    resolve = runs.resolved_hparams
+    monkeypatch.setattr(runs, "resolved_hparams", lambda settings: resolve(named))
+    finished_then = spec(before).fingerprint
+    monkeypatch.undo()
+    assert spec(named).fingerprint == finished_then

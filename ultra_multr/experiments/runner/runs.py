@@ -24,6 +24,7 @@ import hashlib
 import importlib
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -70,7 +71,8 @@ class RunSpec:
 
     def __post_init__(self) -> None:
         payload = json.dumps(
-            [self.data_dir, self.seed, self.settings, resolved_hparams(self.settings), self.main_args, self.eval_split],
+            [self.data_dir, self.seed, fingerprint_settings(self.settings), resolved_hparams(self.settings),
+             self.main_args, self.eval_split],
             sort_keys=True,
         )
         self.fingerprint = hashlib.sha256(payload.encode()).hexdigest()[:16]
@@ -110,13 +112,37 @@ def _without_inert_options(class_key: str, values: Dict[str, Any]) -> Dict[str, 
     return values
 
 
+#: Hyper-parameters whose default changed while studies had finished runs: (class key, hyper-parameter key, name,
+#: the old default).  A study keeps those runs by naming the old default in its method's hyper-parameters: the
+#: fingerprint's settings leave that naming out (the resolved hyper-parameters, also in the fingerprint, hold the
+#: value either way), so the run fingerprints as it did when the value was the default; left unnamed, the new
+#: default makes it another run.
+_NAMED_OLD_DEFAULTS = (
+    ("learning_algorithm", "learning_algorithm_hparams", "logger_guard", "none"),  # MULTR's is now order_fit
+)
+
+
+def fingerprint_settings(settings: Dict[str, Any]) -> Dict[str, Any]:
+    """``settings`` as the fingerprint hashes them: less the namings of :data:`_NAMED_OLD_DEFAULTS` in the
+    hyper-parameter strings of our classes."""
+    settings = dict(settings)
+    for class_key, hparams_key, name, old in _NAMED_OLD_DEFAULTS:
+        hparams = settings.get(hparams_key)
+        if not str(settings.get(class_key, "")).startswith("ultra_multr.") or not isinstance(hparams, str):
+            continue
+        naming = re.escape("%s=%s" % (name, old))
+        settings[hparams_key] = re.sub(r"^%s(,|$)" % naming, "", re.sub(r",%s(?=,|$)" % naming, "", hparams))
+    return settings
+
+
 def resolved_hparams(settings: Dict[str, Any]) -> Dict[str, Any]:
     """The hyper-parameters our algorithm and training feed run with, every default filled in.
 
     Part of a run's fingerprint: when a default changes (say MULTR's
     ``rerank_weight``), a run finished under the old one is stale, not
     reused as if it had run the new one (but for options that are off and
-    were added later, :data:`_INERT_WHEN_OFF`).  Classes outside ``ultra_multr``
+    were added later, :data:`_INERT_WHEN_OFF`; a study keeps such runs by
+    naming the old default, :data:`_NAMED_OLD_DEFAULTS`).  Classes outside ``ultra_multr``
     (ULTRA's own) are left out.  A string the class refuses is kept as its error
     (main.py then refuses the run, naming it).
     """
