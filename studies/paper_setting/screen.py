@@ -21,6 +21,8 @@ the training queries it was not fitted on (from ``prepare_report.json``).
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import os
 import sys
@@ -226,8 +228,11 @@ def pair_rows(runs_dir: str, regime: str = "cascade", n_permutations: int = 1000
 
 def write_rows(rows: Sequence[dict], columns: Sequence[str], results_dir: str, name: str, caption: str) -> None:
     """``<name>.csv`` and ``<name>.md`` (the caption, then the rows as a table), atomically."""
-    csv = ",".join(columns) + "\n" + "".join(",".join(str(row[c]) for c in columns) + "\n" for row in rows)
-    atomic_write_text(os.path.join(results_dir, name + ".csv"), csv)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")  # quotes a label with a comma
+    writer.writerow(columns)
+    writer.writerows([row[c] for c in columns] for row in rows)
+    atomic_write_text(os.path.join(results_dir, name + ".csv"), buffer.getvalue())
     lines = [caption, "", "| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
     lines += ["| " + " | ".join(str(row[c]) for c in columns) + " |" for row in rows]
     atomic_write_text(os.path.join(results_dir, name + ".md"), "\n".join(lines) + "\n")
@@ -245,8 +250,6 @@ def holm(p_values: Sequence[float]) -> List[float]:
 
 def combine_grids(csv_paths: Sequence[str]) -> List[dict]:
     """The rows of several grid tables (one per group x regime), ``p_holm`` adjusted over each method's tests."""
-    import csv
-
     rows: List[dict] = []
     for path in csv_paths:
         with open(path, newline="") as handle:
@@ -345,9 +348,11 @@ def main(argv: Sequence[str] = None) -> int:
         write_rows(set_rows(os.path.join(out, "runs"), methods, args.regime), SET_COLUMNS, args.results,
                    name + "_sets", "Each set alone (the spread behind %s.md): against DLA on the same set, seeds "
                    "pooled." % name)
-        write_rows(pair_rows(os.path.join(out, "runs"), args.regime), PAIR_COLUMNS, args.results, name + "_pairs",
-                   "Comparisons besides against DLA, per group: paired difference in nDCG@10 over the pooled test "
-                   "queries (each averaged over seeds), two-sided Fisher randomisation test.")
+        pairs = pair_rows(os.path.join(out, "runs"), args.regime)
+        if pairs:
+            write_rows(pairs, PAIR_COLUMNS, args.results, name + "_pairs", (
+                "Comparisons besides against DLA, per group: paired difference in nDCG@10 over the pooled test "
+                "queries (each averaged over seeds), two-sided Fisher randomisation test."))
         atomic_write_text(os.path.join(args.results, name.replace("paper_setting", "grid_sessions") + ".md"),
                           budget.format_markdown(os.path.join(out, "runs")))
         print(open(os.path.join(args.results, name + ".md")).read(), end="")
