@@ -36,6 +36,7 @@ from ultra_multr.generate.ultra_dataset import STRESS_SET, write_synthetic_ultra
 from ultra_multr.generate.ultra_recipe import SCREENED_RECIPES as RECIPES
 from ultra_multr.generate.ultra_recipe import write_recipe_dataset
 from ultra_multr.experiments import budget, compare
+from ultra_multr.experiments.aggregate import collect_runs
 from ultra_multr.experiments.runner import cli as runner
 from ultra_multr.experiments.significance import randomization_test
 
@@ -149,14 +150,12 @@ def screening_rows(runs_dir: str, data_dirs: Dict[str, str], n_permutations: int
 
 
 def _finished(runs_dir: str, methods: Sequence[str]) -> Dict[str, list]:
-    """method -> its finished runs (methods without one left out)."""
-    runs = {}
-    for method in methods:
-        try:
-            runs[method] = compare.method_runs(runs_dir, method)
-        except ValueError:  # not finished (yet)
-            continue
-    return runs
+    """method -> its finished runs without a sweep (methods without one left out), from one pass over ``runs_dir``."""
+    runs: Dict[str, list] = {}
+    for record in collect_runs(runs_dir):
+        if record.info["method"] in methods and not record.info.get("sweep"):
+            runs.setdefault(record.info["method"], []).append(record)
+    return {method: runs[method] for method in methods if method in runs}
 
 
 def _against_dla(mine: list, dla: list, method: str, n_permutations: int) -> dict:
