@@ -25,7 +25,7 @@ import ultra
 from ultra_multr.algorithms.logger_guard import fit_to_logged_order
 from ultra_multr.feeds.arrays import query_arrays
 from ultra_multr.files import atomic_write_text
-from ultra_multr.generate.ultra_dataset import STRESS_SET as STRESS, write_synthetic_ultra_dataset
+from ultra_multr.generate.ultra_dataset import write_stress_set
 from ultra_multr.generate.ultra_recipe import SCREENED_RECIPES, write_recipe_dataset
 
 
@@ -66,9 +66,8 @@ def main(argv=None) -> int:
     for path in args.recipe_dirs:
         rows.append({"group": "ultra_recipe", "data": os.path.basename(path.rstrip("/")), **agreement(path)})
     for seed in args.stress_seeds:
-        description = {"stress_seed": seed, **{k: list(v) if isinstance(v, tuple) else v for k, v in STRESS.items()}}
-        path = generated(args.work, "stress_%d" % seed, description,
-                         lambda p, s=seed: write_synthetic_ultra_dataset(p, seed=s, **STRESS))
+        path = os.path.join(args.work, "stress_%d" % seed)
+        write_stress_set(path, seed)
         rows.append({"group": "stress", "data": "stress_%d" % seed, **agreement(path)})
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")

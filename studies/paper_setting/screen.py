@@ -32,7 +32,7 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from ultra_multr.files import atomic_write_text
-from ultra_multr.generate.ultra_dataset import STRESS_SET, write_synthetic_ultra_dataset
+from ultra_multr.generate.ultra_dataset import write_stress_set
 from ultra_multr.generate.ultra_recipe import SCREENED_RECIPES as RECIPES
 from ultra_multr.generate.ultra_recipe import write_recipe_dataset
 from ultra_multr.experiments import budget, compare
@@ -104,16 +104,6 @@ def study_config(out: str, data_dirs: Dict[str, str], seeds: Sequence[int], step
         "main_args": {"batch_size": 256, "max_train_iteration": steps, "steps_per_checkpoint": 200,
                       "selection_bias_cutoff": 10},
     }
-
-
-def write_stress_set(data_dir: str, seed: int) -> None:
-    """The stress group's set of ``seed`` into ``data_dir``, unless it holds one made from the same description."""
-    stamp = os.path.join(data_dir, "stress_set.json")
-    description = json.dumps(dict(STRESS_SET, seed=seed), sort_keys=True)
-    if os.path.isfile(stamp) and open(stamp).read() == description:
-        return
-    write_synthetic_ultra_dataset(data_dir, seed=seed, **STRESS_SET)
-    atomic_write_text(stamp, description)
 
 
 def logger_quality(data_dir: str) -> float:

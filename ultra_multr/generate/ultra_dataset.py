@@ -120,6 +120,17 @@ def write_synthetic_ultra_dataset(
     return os.path.join(os.path.abspath(directory), "")
 
 
+def write_stress_set(directory: str, seed: int) -> None:
+    """The stress set (:data:`STRESS_SET`) of ``seed`` into ``directory``, unless it holds one made from the same
+    description (``stress_set.json``)."""
+    stamp = os.path.join(directory, "stress_set.json")
+    description = json.dumps(dict(STRESS_SET, seed=seed), sort_keys=True)
+    if os.path.isfile(stamp) and open(stamp).read() == description:
+        return
+    write_synthetic_ultra_dataset(directory, seed=seed, **STRESS_SET)
+    atomic_write_text(stamp, description)
+
+
 def write_recipe_dataset(directory: str, recipe: dict) -> None:
     """Write the generated data directory of ``recipe`` unless it is there already.
 
