@@ -15,7 +15,9 @@ import torch
 from ultra_multr import tensorboard
 
 # The `slow` marker is checked: a test without it that starts a process fails (tests/process_guard.py).
-from process_guard import pytest_runtest_makereport, pytest_runtest_protocol  # noqa: F401
+from process_guard import build_library_caches, pytest_runtest_makereport, pytest_runtest_protocol  # noqa: F401
+
+build_library_caches()
 
 # Results of passed data checks (ultra_multr.data.check_cache) go to a directory of this session, not ~/.cache;
 # main.py subprocesses inherit it.

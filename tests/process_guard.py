@@ -5,7 +5,8 @@ While a test without the marker runs, its fixtures included (a module-scoped fix
 for the first test that asks for it), every way of starting a process fails: :mod:`subprocess` (and with it
 ``os.popen``, ``asyncio``'s subprocesses, multiprocessing's spawn and forkserver), ``os.fork`` (multiprocessing's
 fork, ``os.spawn*``), ``os.forkpty``, ``os.posix_spawn[p]`` and ``os.system``.  The test fails naming the marker,
-even where the code under test catches the error.  ``tests/conftest.py`` installs the hooks.
+even where the code under test catches the error.  ``tests/conftest.py`` installs the hooks and, before any test,
+calls :func:`build_library_caches`.
 """
 from __future__ import annotations
 
@@ -30,6 +31,19 @@ for _module_name, _name in (("_posixsubprocess", "fork_exec"), ("_winapi", "Crea
 
 #: A test's messages of refused process starts, not yet reported (a test of the guard may clear them).
 FOUND = pytest.StashKey[List[str]]()
+
+
+def build_library_caches() -> None:
+    """Build, outside every test, the caches that a library fills once per machine by starting a process.
+
+    matplotlib lists the system fonts with ``fc-list`` the first time it is imported on a machine (no font cache in
+    its config dir yet); found on a fresh GPU machine, where every test drawing a figure failed the guard.  Importing
+    its font manager here builds the cache before the guard is on; where matplotlib is not installed, nothing to do.
+    """
+    try:
+        import matplotlib.font_manager  # noqa: F401
+    except ImportError:
+        pass
 
 
 class UnmarkedProcessError(RuntimeError):

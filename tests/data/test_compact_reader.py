@@ -279,7 +279,9 @@ class Ranker:
         self.labels_name = ["label%d" % i for i in range(n)]
         self.hparams = types.SimpleNamespace()
         torch.manual_seed(0)
-        self.model = ultra.ranking_model.DNN("hidden_layer_sizes=[8]", feature_size)
+        # ULTRA's DNN moves its input to CUDA whenever CUDA is available (ranking_model/DNN.py), so its weights go there too
+        self.model = ultra.ranking_model.DNN("hidden_layer_sizes=[8]", feature_size).to(
+            "cuda" if torch.cuda.is_available() else "cpu")
         self.scored = []
 
     def validation(self, input_feed, is_online=False):
@@ -287,7 +289,7 @@ class Ranker:
         ids = [torch.as_tensor(np.asarray(input_feed[name]), dtype=torch.int64) for name in self.docid_inputs_name]
         with torch.no_grad():
             scores = torch.cat(BaseAlgorithm.get_ranking_scores(self, model=self.model, input_id_list=ids), 1)
-        self.scored.append(scores)
+        self.scored.append(scores.cpu())
         return None, scores
 
 
