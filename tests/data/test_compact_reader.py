@@ -289,7 +289,8 @@ class Ranker:
         ids = [torch.as_tensor(np.asarray(input_feed[name]), dtype=torch.int64) for name in self.docid_inputs_name]
         with torch.no_grad():
             scores = torch.cat(BaseAlgorithm.get_ranking_scores(self, model=self.model, input_id_list=ids), 1)
-        self.scored.append(scores.cpu())
+        scores = scores.cpu()  # as our algorithms return them: ULTRA's online feeds call .cpu() only if is_cuda_avail
+        self.scored.append(scores)
         return None, scores
 
 
