@@ -69,18 +69,24 @@ def test_benchmark_scale_tiny_mode_prints_a_row_per_run_with_its_phases(tmp_path
     assert (tmp_path / "tiny.csv").read_text().count("\n") == 3
 
 
-def test_the_propensity_ranker_cost_benchmark_prints_both_configurations(tmp_path):
+def test_the_propensity_ranker_cost_benchmark_prints_every_configuration(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO_ROOT, os.environ.get("PYTHONPATH", "")]))
     out = tmp_path / "cost.md"
     result = subprocess.run(
         [sys.executable, os.path.join(REPO_ROOT, "benchmarks", "propensity_ranker_cost.py"), "--queries", "20",
-         "--features", "6", "--batch-size", "8", "--rounds", "3", "--out", str(out)],
+         "--features", "6", "--batch-size", "8", "--rounds", "3", "--every", "1", "3", "--out", str(out)],
         capture_output=True, text=True, timeout=240, env=env, cwd=REPO_ROOT,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    rows = re.findall(r"^\| (multr|dla) .*?\| ([0-9.]+) \| ([0-9.]+) \|$", out.read_text(), flags=re.M)
-    assert [r[0] for r in rows] == ["multr", "dla"] and rows[0][2] == "1.00"
-    assert all(float(ms) > 0 for _, ms, _ in rows) and float(rows[1][2]) > 0
+    text = out.read_text()
+    assert "each a block of 3 updates per configuration" in text
+    rows = re.findall(r"^\| (.+?) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \|$", text, flags=re.M)
+    assert [r[0] for r in rows] == [
+        "DLA", "MULTR propensity_ranker=multr (the paper's coupling)",
+        "MULTR propensity_ranker=dla, propensity_update_every=1 (default)",
+        "MULTR propensity_ranker=dla, propensity_update_every=3"]
+    assert rows[0][3] == "1.00" and rows[1][2] == "1.00"
+    assert all(float(ms) > 0 for _, ms, _, _ in rows)
 
 
 def test_the_compact_reader_benchmark_measures_every_reader_and_summarizes(tmp_path):
