@@ -158,7 +158,7 @@ def run_main(config: str, data_dir: str, workdir: str, repeat: int, args: argpar
     import scale
 
     run_args = argparse.Namespace(steps=args.main_steps, simulator_steps=0, pilot_steps=0, batch_size=256, threads=1,
-                                  train_queries=0)
+                                  train_queries=0, device="cpu", tiny=False)
     main_dir = os.path.join(workdir, "main")  # scale.run_once keeps its caches in main_dir/cache
     os.makedirs(main_dir, exist_ok=True)
     cache = os.path.join(main_dir, "cache")

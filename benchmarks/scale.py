@@ -3,8 +3,10 @@
 Usage::
 
     nice -n 10 python benchmarks/scale.py --data DIR [--generate 2000 [--features 700]]
-        [--configs ultra_dla dla multr_sampled multr_expected] [--steps 300]
-        [--simulator-steps 300] [--repeats 2] [--out benchmarks/results/scale/NAME]
+        [--configs ultra_dla dla multr_sampled multr_expected multr_default] [--steps 300]
+        [--simulator-steps 300] [--repeats 2] [--device cpu] [--time-limit S] [--workdir W]
+        [--out benchmarks/results/scale/NAME]
+    python benchmarks/scale.py --data DIR --generate 2000 --workdir W --prepare-only
     python benchmarks/scale.py --tiny        # a few queries, 2 steps: checks the script
 
 Each run is ULTRA's unmodified ``main.py`` in its own process (whole runs
@@ -16,7 +18,18 @@ so that a change of machine load hits all of them.  Configurations:
 - ``dla``: ``ultra_multr.DLA`` with our feed (settings/dla_cascade.json);
 - ``multr_sampled`` / ``multr_expected``: ``ultra_multr.MULTR``
   (settings/multr_dla.json) with ``imputation=sampled`` / ``expected`` and
-  ``simulator_steps`` cut to ``--simulator-steps``.
+  ``simulator_steps`` cut to ``--simulator-steps``;
+- ``multr_default``: ``ultra_multr.MULTR`` with its defaults
+  (settings/multr_dla.json as it is: the simulator stopped by its held-out
+  curve, capped at 10,000 steps; ``imputation=expected``;
+  ``rerank_weight=paper``, no pilot); ``--simulator-steps`` applies only
+  under ``--tiny``.
+
+Every ``multr_*`` configuration switches the simulator and logger guards
+off, so that MULTR's whole path runs (on generated, label-ordered logs the
+logger guard would fire and MULTR would train as DLA); the ledger still
+records the simulator's decision.  ``--device`` goes to our algorithms'
+``device`` hyper-parameter (ULTRA's DLA chooses its own).
 
 All use the same cascade click model and ranker (DNN [512, 256, 128]),
 ``--batch_size 256``, ``--steps_per_checkpoint`` = ``--steps`` (one
@@ -32,10 +45,22 @@ ranker steps (first update to main.py's "global step" line, per step), and
 the tail (final validation, checkpoint).  The data checks keep their results
 in ``<workdir>/cache``: the first run that checks parses the files, later
 runs only hash them (column ``checks_cached``: "no" for a run that found no
-result there).  The first parse happens in the second process the start-up
+result there).  ``--prepare-only`` writes the data (``--generate``) and fills
+that cache and the compact reader's feature cache, in two processes at once,
+without running main.py: runs in that ``--workdir`` afterwards all start as
+later starts do.  The first parse happens in the second process the start-up
 hook starts (unless ``ULTRA_MULTR_EARLY_CHECKS=0``), and ``checks_s``
 includes the wait for it.  Peak RSS is the child's ``ru_maxrss``; RSS is
-also sampled from /proc at the phase lines.
+also sampled from /proc at the phase lines.  The user simulator's steps,
+best step and early stopping, and its held-out decision, come from the
+run's ledger (``<model_dir>/session_budget.json``), not from its log.
+
+``--time-limit S``: the runs of this invocation end within S seconds: a
+run still going then is interrupted (SIGINT, so that main.py's exit writes
+the ledger; killed 20 s later), its row says so (status) and keeps the
+phases it finished and its step time over the steps it logged (our
+algorithms log every ``log_every`` = 50 steps; column ``steps_done``); the
+runs not started are listed.
 
 Writes ``NAME.csv`` (one row per run) and ``NAME.md`` (medians and ranges
 per configuration, the extrapolation to ``--extrapolate-steps`` ranker
@@ -51,9 +76,11 @@ import os
 import platform
 import re
 import statistics
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Dict, List, Optional
 
@@ -64,7 +91,7 @@ sys.path.insert(0, ROOT)
 from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset  # noqa: E402
 from ultra_multr.files import atomic_write_text  # noqa: E402
 
-CONFIGS = ("ultra_dla", "dla", "multr_sampled", "multr_expected")
+CONFIGS = ("ultra_dla", "dla", "multr_sampled", "multr_expected", "multr_default")
 CLICK_MODEL = os.path.join(ROOT, "settings", "click_models", "cascade_eps0.1_ymax4.json")
 
 #: line pattern -> event name (first match of each wins); groups capture a duration the line reports.
@@ -84,6 +111,13 @@ EVENTS = (
     ("ultra_stops", re.compile(r"TypeError: 'numpy.float32' object cannot be interpreted as an integer")),
     ("global_step", re.compile(r"^global step \d+ learning rate \S+ step-time ([0-9.]+)")),
 )
+#: our algorithms' progress line every ``log_every`` steps (the last one seen counts)
+LOGGED_STEP = re.compile(r"^step (\d+) loss ")
+#: seconds between a run's SIGINT at the time limit and its SIGKILL
+GRACE_S = 20.0
+STOPPED = "stopped at the time limit"
+#: the configurations whose simulator and pilot are cut to --simulator-steps and --pilot-steps
+CUT_SIMULATOR = ("multr_sampled", "multr_expected")
 
 #: ULTRA's own DLA at commit 1757587 stops in its first update under torch 2.13 / numpy 2 (``torch.as_tensor``
 #: of a list of float32 arrays with dtype int64 in ``BaseAlgorithm.create_input_feed``): its start-up is measured
@@ -93,13 +127,23 @@ ULTRA_STOPS = "start-up only: ULTRA's DLA raises TypeError in its first update (
 COLUMNS = (
     "config", "repeat", "train_queries", "steps", "simulator_steps", "exit", "status", "total_s", "peak_rss_mb",
     "ultra_import_s", "ultra_read_s", "checks_cached", "checks_s", "model_feeds_s", "simulator_s", "expected_pass_s", "pilot_s",
-    "first_update_s", "startup_s", "ranker_steps_s", "step_s", "tail_s",
+    "first_update_s", "startup_s", "ranker_steps_s", "steps_done", "step_s", "tail_s",
     "rss_after_ultra_read_mb", "rss_loop_starts_mb", "rss_first_update_mb",
+    "sim_steps_run", "sim_best_step", "sim_early_stopping", "sim_decision",
 )
+#: ledger decision -> (its field, column) of the facts read from ``session_budget.json``
+LEDGER_FACTS = (
+    ("simulator_training", "steps_run", "sim_steps_run"), ("simulator_training", "best_step", "sim_best_step"),
+    ("simulator_training", "early_stopping", "sim_early_stopping"), ("user_simulator", "decision", "sim_decision"),
+)
+#: columns that hold words, not numbers
+TEXT_COLUMNS = ("config", "status", "checks_cached", "sim_early_stopping", "sim_decision")
 
 
-def settings_for(config: str, simulator_steps: int, pilot_steps: int) -> dict:
-    """main.py's setting file of a configuration (click model by absolute path)."""
+def settings_for(config: str, simulator_steps: int, pilot_steps: int, device: str = "cpu",
+                 default_simulator_cap: bool = True) -> dict:
+    """main.py's setting file of a configuration (click model by absolute path); our algorithms on ``device``.
+    ``multr_default`` keeps its simulator's cap unless ``default_simulator_cap`` is False (``--tiny``)."""
     if config == "ultra_dla":
         with open(os.path.join(ROOT, "settings", "dla_cascade.json")) as handle:
             settings = json.load(handle)
@@ -114,7 +158,11 @@ def settings_for(config: str, simulator_steps: int, pilot_steps: int) -> dict:
     with open(os.path.join(ROOT, "settings", name)) as handle:
         settings = json.load(handle)
     settings["train_input_hparams"] = "click_model_json=%s,seed=0" % CLICK_MODEL
-    if config.startswith("multr_"):
+    if config == "multr_default":
+        hparams = settings["learning_algorithm_hparams"] + ",simulator_guard=none,logger_guard=none"
+        settings["learning_algorithm_hparams"] = hparams if default_simulator_cap else re.sub(
+            r"simulator_steps=\d+", "simulator_steps=%d" % simulator_steps, hparams)
+    elif config.startswith("multr_"):
         settings["learning_algorithm_hparams"] = (
             "learning_rate=0.05,sample_num=8,seed=0,simulator_steps=%d,rerank_pilot_steps=%d,imputation=%s"
             # the cost of MULTR's whole path, whatever the simulator's fit: a short simulator that its guard
@@ -125,6 +173,7 @@ def settings_for(config: str, simulator_steps: int, pilot_steps: int) -> dict:
             # the default guard (rebalance) needs expected pseudo clicks; sampled ones take the clip guard
             + (",dr_weight_guard=clip" if config == "multr_sampled" else "")
         )
+    settings["learning_algorithm_hparams"] += ",device=%s" % device
     return settings
 
 
@@ -140,10 +189,60 @@ def rss_mb(pid: int) -> Optional[float]:
     return None
 
 
-def run_once(main_py: str, config: str, data_dir: str, args: argparse.Namespace, workdir: str) -> Dict:
-    """One main.py run; returns its row (see COLUMNS) and prints its output to ``workdir/<config>.log``."""
+def run_env(workdir: str, threads: int) -> Dict[str, str]:
+    """The environment of a run's processes: ``threads`` threads, the caches in ``workdir/cache``, this checkout first."""
+    return dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+                ULTRA_MULTR_CACHE=os.path.join(workdir, "cache"),
+                PYTHONPATH=os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+
+
+#: Reads train and valid as main.py does (through the compact reader, which keeps what it parsed).
+READ_SPLITS = "import sys; import ultra_multr.compat.startup; import ultra; [ultra.utils.read_data(sys.argv[1], s, None, 0) " \
+              "for s in ('train', 'valid')]"
+
+
+def prepare_caches(data_dir: str, workdir: str) -> float:
+    """Fill ``workdir``'s check cache (``python -m ultra_multr.data.checks``) and feature cache (a read of train and
+    valid) for ``data_dir``, in two processes at once; returns the seconds taken.
+
+    Raises:
+        SystemExit: either process failed (its output is shown).
+    """
+    started = time.perf_counter()
+    env = run_env(workdir, 1)
+    commands = ([sys.executable, "-m", "ultra_multr.data.checks", data_dir, "--splits", "train", "valid"],
+                [sys.executable, "-c", READ_SPLITS, data_dir])
+    processes = [subprocess.Popen(c, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for c in commands]
+    for command, process in zip(commands, processes):
+        output = process.communicate()[0]
+        if process.returncode != 0:
+            raise SystemExit("%s failed (exit %d):\n%s" % (" ".join(command[:3]), process.returncode, output[-3000:]))
+    return time.perf_counter() - started
+
+
+def ledger_facts(model_dir: str) -> Dict:
+    """The simulator's facts (:data:`LEDGER_FACTS`) from the run's ledger; None where it has none."""
+    try:
+        with open(os.path.join(model_dir, "session_budget.json")) as handle:
+            decisions = json.load(handle).get("decisions", {})
+    except (OSError, ValueError):
+        decisions = {}
+    facts = {}
+    for decision, field, column in LEDGER_FACTS:
+        value = decisions.get(decision, {}).get(field)
+        facts[column] = (str(value).lower() if isinstance(value, bool) else value if isinstance(value, str)
+                         else None if value is None else float(value))
+    return facts
+
+
+def run_once(main_py: str, config: str, data_dir: str, args: argparse.Namespace, workdir: str,
+             deadline: Optional[float] = None) -> Dict:
+    """One main.py run; returns its row (see COLUMNS) and prints its output to ``workdir/<config>.log``.
+    ``deadline`` (``time.perf_counter()`` value): interrupt the run then (SIGINT; SIGKILL :data:`GRACE_S` later)."""
     setting_file = os.path.join(workdir, config + ".json")
-    atomic_write_text(setting_file, json.dumps(settings_for(config, args.simulator_steps, args.pilot_steps), indent=1))
+    settings = settings_for(config, args.simulator_steps, args.pilot_steps, args.device, not args.tiny)
+    atomic_write_text(setting_file, json.dumps(settings, indent=1))
     model_dir = tempfile.mkdtemp(prefix="model-", dir=workdir)
     command = [
         sys.executable, "-u", main_py, "--data_dir", data_dir, "--model_dir", model_dir,
@@ -156,11 +255,22 @@ def run_once(main_py: str, config: str, data_dir: str, args: argparse.Namespace,
     cache = os.path.join(workdir, "cache")  # the first checking run checks in full
     # With early checks the log says "not parsed again" at the first start too (the second process parsed).
     checked_before = os.path.isdir(os.path.join(cache, "checks")) and bool(os.listdir(os.path.join(cache, "checks")))
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads), ULTRA_MULTR_CACHE=cache,
-               PYTHONPATH=os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     started = time.perf_counter()
-    process = subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, bufsize=1)
+    process = subprocess.Popen(command, cwd=workdir, env=run_env(workdir, args.threads), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, bufsize=1)
+    stopped = threading.Event()
+
+    def stop() -> None:
+        stopped.set()
+        process.send_signal(signal.SIGINT)
+        killer = threading.Timer(GRACE_S, process.kill)
+        killer.daemon = True
+        killer.start()
+
+    timer = threading.Timer(max(0.0, deadline - started), stop) if deadline is not None else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
     times: Dict[str, float] = {}
     values: Dict[str, float] = {}
     rss: Dict[str, Optional[float]] = {}
@@ -169,6 +279,9 @@ def run_once(main_py: str, config: str, data_dir: str, args: argparse.Namespace,
             now = time.perf_counter() - started
             log.write("%8.2f %s" % (now, line))
             text = line.strip().replace("[ultra_multr] ", "")
+            logged = LOGGED_STEP.search(text)
+            if logged:
+                times["logged_step"], values["logged_step"] = now, float(logged.group(1))
             for name, pattern in EVENTS:
                 match = pattern.search(text)
                 if match and name not in times:
@@ -179,13 +292,20 @@ def run_once(main_py: str, config: str, data_dir: str, args: argparse.Namespace,
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
     total = time.perf_counter() - started
-    return row_of(config, times, values, rss, total, usage.ru_maxrss / 1024.0, process.returncode, args, checked_before)
+    if timer is not None:
+        timer.cancel()
+    row = row_of(config, times, values, rss, total, usage.ru_maxrss / 1024.0, process.returncode, args, checked_before,
+                 stopped.is_set())
+    row.update(ledger_facts(model_dir))
+    return row
 
 
-def row_of(config, times, values, rss, total, peak_mb, exit_code, args, checked_before: bool) -> Dict:
+def row_of(config, times, values, rss, total, peak_mb, exit_code, args, checked_before: bool,
+           stopped: bool = False) -> Dict:
     """Phase durations of one run from its event times and reported durations (None: not seen).
 
     ``checked_before``: the check cache held results when the run started (else its checks parsed the files).
+    ``stopped``: the run was interrupted at the time limit (its step time then comes from the steps it logged).
     """
 
     def between(a: str, b: str) -> Optional[float]:
@@ -198,6 +318,10 @@ def row_of(config, times, values, rss, total, peak_mb, exit_code, args, checked_
     else:  # ULTRA's algorithms: the first update's tensor conversion; its own step-time print
         first_update = times.get("ultra_first_update")
         steps_s = values["global_step"] * args.steps if "global_step" in values else None
+    steps_done = float(args.steps) if "global_step" in times else values.get("logged_step")
+    step_s = None if steps_s is None else steps_s / args.steps
+    if step_s is None and "logged_step" in values and "first_update" in times:  # an interrupted run of ours
+        step_s = between("first_update", "logged_step") / values["logged_step"]
     model_feeds = between("creating_model", "loop_starts")
     if model_feeds is not None and "checks" in values:
         model_feeds -= values["checks"]
@@ -205,9 +329,10 @@ def row_of(config, times, values, rss, total, peak_mb, exit_code, args, checked_
         "config": config,
         "train_queries": args.train_queries,
         "steps": args.steps,
-        "simulator_steps": args.simulator_steps if config.startswith("multr") else "",
+        "simulator_steps": args.simulator_steps if config in CUT_SIMULATOR or (config == "multr_default" and args.tiny)
+        else "",
         "exit": exit_code,
-        "status": "ok" if exit_code == 0 else ULTRA_STOPS if "ultra_stops" in times else "failed",
+        "status": STOPPED if stopped else "ok" if exit_code == 0 else ULTRA_STOPS if "ultra_stops" in times else "failed",
         "total_s": total,
         "peak_rss_mb": peak_mb,
         "ultra_import_s": times.get("ultra_imported"),
@@ -221,7 +346,8 @@ def row_of(config, times, values, rss, total, peak_mb, exit_code, args, checked_
         "first_update_s": first_update,
         "startup_s": None if first_update is None else first_update - one_off,
         "ranker_steps_s": steps_s,
-        "step_s": None if steps_s is None else steps_s / args.steps,
+        "steps_done": steps_done,
+        "step_s": step_s,
         "tail_s": None if "global_step" not in times else total - times["global_step"],
         "rss_after_ultra_read_mb": rss.get("ultra_read"),
         "rss_loop_starts_mb": rss.get("loop_starts"),
@@ -251,8 +377,7 @@ def summary_markdown(rows: List[Dict], args: argparse.Namespace, machine: str) -
     for r in rows:  # what runs before the first update besides ULTRA's import and read (ours: checks, feeds, ...)
         parts = [r.get(c) for c in ("startup_s", "ultra_import_s", "ultra_read_s")]
         r["added_s"] = parts[0] - parts[1] - parts[2] if all(isinstance(v, float) for v in parts) else None
-    shown = [c for c in COLUMNS if c not in ("config", "repeat", "train_queries", "steps", "simulator_steps", "exit",
-                                             "status", "checks_cached")]
+    shown = [c for c in COLUMNS if c not in ("repeat", "train_queries", "steps", "simulator_steps", "exit") + TEXT_COLUMNS]
     shown.insert(shown.index("startup_s") + 1, "added_s")
     out.write("| config | n | " + " | ".join(shown) + " |\n|---|---|" + "---|" * len(shown) + "\n")
     medians: Dict[str, Dict[str, float]] = {}
@@ -270,10 +395,11 @@ def summary_markdown(rows: List[Dict], args: argparse.Namespace, machine: str) -
                          else "%.2f" % seen[0])
         out.write("| %s | %d | %s |\n" % (group, len(runs), " | ".join(cells)))
     failed = [r for r in rows if r["status"] == "failed"]
-    for note in sorted({r["status"] for r in rows if r["status"] not in ("ok", "failed")}):
+    for note in sorted({r["status"] for r in rows if r["status"] not in ("ok", "failed", STOPPED)}):
         out.write("\n%s: %s\n" % (", ".join(sorted({r["config"] for r in rows if r["status"] == note})), note))
     if failed:
         out.write("\nFailed runs: %s\n" % ", ".join("%s #%s (exit %s)" % (r["config"], r["repeat"], r["exit"]) for r in failed))
+    out.write(whole_runs_markdown(rows, args))
     n = args.extrapolate_steps
     out.write(
         "\n## Extrapolated to %d ranker steps (not measured)\n\n"
@@ -295,7 +421,7 @@ def summary_markdown(rows: List[Dict], args: argparse.Namespace, machine: str) -
         sim, pilot = m.get("simulator_s", 0.0), m.get("pilot_s", 0.0)
         tail = m["first_update_s"] + n * m["step_s"] + m.get("tail_s", 0.0)
         defaults = (tail - sim - pilot + sim * 10000.0 / max(args.simulator_steps, 1)
-                    + pilot * 200.0 / max(args.pilot_steps, 1))
+                    + pilot * 200.0 / max(args.pilot_steps, 1)) if group.startswith(CUT_SIMULATOR) else tail
         whole[group] = (tail, defaults)
     reference = medians.get("ultra_dla", {}).get("startup_s")
     for group, m in medians.items():
@@ -320,13 +446,85 @@ def summary_markdown(rows: List[Dict], args: argparse.Namespace, machine: str) -
     return out.getvalue()
 
 
+def whole_runs_markdown(rows: List[Dict], args: argparse.Namespace) -> str:
+    """The runs as measured: whole run and phases, medians over the finished runs, ratios to dla's; then the runs
+    stopped at the time limit and those not started."""
+    out = io.StringIO()
+    out.write(
+        "\n## Whole runs as measured\n\n"
+        "Seconds, medians over the runs that finished; \"x dla\": over dla's median in the same group of starts "
+        "(first check or not). Whole run: process start to exit. Start-up: to the first ranker update, less the "
+        "simulator, expected pass and pilot. Ranker steps: the first update to main.py's \"global step\" line. Tail: "
+        "the final validation, checkpoint and exit. The simulator's steps run and best step (early stopping on its "
+        "held-out curve) are the run's ledger's (session_budget.json).\n\n"
+        "| config | n | whole run s | x dla | start-up s | x dla | simulator s | simulator steps run / best "
+        "| expected pass s | pilot s | ranker steps s | ms / step | x dla | tail s |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+    finished = [r for r in rows if r["status"] == "ok"]
+
+    def median(group: str, column: str) -> Optional[float]:
+        seen = [r[column] for r in finished if group_of(r) == group and isinstance(r[column], float)]
+        return statistics.median(seen) if seen else None
+
+    def cell(value: Optional[float], digits: int = 1) -> str:
+        return "" if value is None else "%.*f" % (digits, value)
+
+    def ratio(group: str, column: str) -> str:
+        reference = "dla" + group[len(group.split(" ")[0]):]  # dla in the same group of starts
+        mine, theirs = median(group, column), median(reference, column)
+        return "%.2fx" % (mine / theirs) if mine is not None and theirs else ""
+
+    for group in dict.fromkeys(group_of(r) for r in finished):
+        runs = [r for r in finished if group_of(r) == group]
+        simulator = [("%d / %d" % (r["sim_steps_run"], r["sim_best_step"])) for r in runs
+                     if isinstance(r.get("sim_steps_run"), float) and isinstance(r.get("sim_best_step"), float)]
+        step = median(group, "step_s")
+        out.write("| %s |\n" % " | ".join([
+            group, str(len(runs)), cell(median(group, "total_s")), ratio(group, "total_s"),
+            cell(median(group, "startup_s")), ratio(group, "startup_s"), cell(median(group, "simulator_s")),
+            ", ".join(simulator), cell(median(group, "expected_pass_s")), cell(median(group, "pilot_s")),
+            cell(median(group, "ranker_steps_s")), cell(None if step is None else 1000 * step, 2),
+            ratio(group, "step_s"), cell(median(group, "tail_s"))]))
+    tails = [r["tail_s"] for r in finished if isinstance(r.get("tail_s"), float)]
+    tail = statistics.median(tails) if tails else 0.0
+    projected: Dict[str, float] = {}
+    for r in rows:
+        if r["status"] != STOPPED:
+            continue
+        done = r.get("steps_done")
+        step, first = r.get("step_s"), r.get("first_update_s")
+        if isinstance(step, float) and isinstance(first, float):
+            projected[r["config"]] = first + args.steps * step + tail
+        out.write(
+            "\n%s #%s: %s after %.1f s, %s of %d ranker steps logged%s%s%s.%s\n" % (
+                r["config"], r["repeat"], STOPPED, r["total_s"], "%d" % done if done else "none", args.steps,
+                ", %.2f ms / step over them" % (1000 * step) if isinstance(step, float) else "",
+                "; simulator %s s (steps run / best: %s / %s)" % (cell(r["simulator_s"]), cell(r.get("sim_steps_run"), 0),
+                                                                  cell(r.get("sim_best_step"), 0))
+                if isinstance(r.get("simulator_s"), float) else "",
+                "; expected pass %.1f s" % r["expected_pass_s"] if isinstance(r.get("expected_pass_s"), float) else "",
+                " Whole run projected from them (not measured): %.0f s (first update at %.1f s + %d steps + the "
+                "finished runs' median tail, %.1f s)." % (projected[r["config"]], first, args.steps, tail)
+                if r["config"] in projected else ""))
+    whole = {r["config"]: r["total_s"] for r in finished if r["checks_cached"] != "no"}
+    if projected and "dla" in set(whole) | set(projected):
+        for config in sorted((set(whole) | set(projected)) - {"dla"}):
+            if config in projected or "dla" in projected:
+                mine, theirs = projected.get(config, whole.get(config)), projected.get("dla", whole.get("dla"))
+                out.write("\n%s / dla, whole run, with the projection above (not measured): %.2fx\n"
+                          % (config, mine / theirs))
+    if getattr(args, "not_started", None):
+        out.write("\nNot started (time limit): %s\n" % ", ".join(args.not_started))
+    return out.getvalue()
+
+
 def read_rows(path: str) -> List[Dict]:
     """The rows of a CSV this script wrote (numbers as floats, empty cells as None)."""
     with open(path) as handle:
         rows = list(csv.DictReader(handle))
     for row in rows:
         for column, value in row.items():
-            if column in ("config", "status", "checks_cached"):
+            if column in TEXT_COLUMNS:
                 continue
             row[column] = None if value == "" else int(value) if column in ("repeat", "exit") else float(value)
     return rows
@@ -347,13 +545,18 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="write a synthetic set of this many training queries (valid and test: a tenth) to --data")
     parser.add_argument("--features", type=int, default=700)
     parser.add_argument("--docs", type=int, nargs=2, default=(12, 36), help="documents per query, inclusive range")
-    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=CONFIGS)
+    parser.add_argument("--configs", nargs="+", default=list(CONFIGS[:4]), choices=CONFIGS)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--simulator-steps", type=int, default=300)
     parser.add_argument("--pilot-steps", type=int, default=200, help="MULTR's rerank_pilot_steps (its default: 200)")
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu", help="our algorithms' device hyper-parameter (cpu, cuda, cuda:K)")
+    parser.add_argument("--time-limit", type=float, default=0.0, metavar="S",
+                        help="end the runs within S seconds of their start (0: no limit); see the module's doc")
+    parser.add_argument("--prepare-only", action="store_true",
+                        help="write the data (--generate) and fill --workdir's check and feature caches; run nothing")
     parser.add_argument("--extrapolate-steps", type=int, default=10000)
     parser.add_argument("--out", help="output prefix: writes OUT.csv and OUT.md")
     parser.add_argument("--workdir", help="keep the runs' logs, settings and model dirs here (default: a temporary dir)")
@@ -384,7 +587,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         os.makedirs(workdir, exist_ok=True)
         if args.tiny:
             args.data = args.data or os.path.join(workdir, "data")
-            args.generate = args.generate or 40
+            args.generate = args.generate or (0 if os.path.exists(os.path.join(args.data, "settings.json")) else 40)
             args.features, args.docs, args.steps, args.simulator_steps, args.pilot_steps, args.repeats = (
                 20, (6, 15), 2, 2, 2, 1)
         if not args.data:
@@ -398,14 +601,25 @@ def main(argv: Optional[List[str]] = None) -> int:
                 docs_per_query=tuple(args.docs), n_features=args.features, seed=0,
             )
             print("generated %s in %.1f s" % (args.data, time.perf_counter() - started), flush=True)
+        if args.prepare_only:
+            if not args.workdir:
+                parser.error("--prepare-only fills --workdir's caches for later runs: give --workdir")
+            seconds = prepare_caches(os.path.join(os.path.abspath(args.data), ""), workdir)
+            print("check and feature caches of %s filled in %.1f s" % (workdir, seconds), flush=True)
+            return 0
         with open(os.path.join(args.data, "train", "train.init_list")) as handle:
             args.train_queries = sum(1 for _ in handle)
         data_dir = os.path.join(os.path.abspath(args.data), "")
         rows: List[Dict] = []
         print(",".join(COLUMNS), flush=True)
+        deadline = time.perf_counter() + args.time_limit if args.time_limit > 0 else None
+        args.not_started = []
         for repeat in range(args.repeats):
             for config in args.configs:
-                row = run_once(args.main_py, config, data_dir, args, workdir)
+                if deadline is not None and time.perf_counter() >= deadline:
+                    args.not_started.append("%s #%d" % (config, repeat))
+                    continue
+                row = run_once(args.main_py, config, data_dir, args, workdir, deadline)
                 row["repeat"] = repeat
                 rows.append(row)
                 print(",".join(fmt(row[c]) for c in COLUMNS), flush=True)

@@ -1,6 +1,7 @@
-"""The speed scripts (benchmarks/step_time.py, profile_step.py) run and print every row docs/performance.md names."""
+"""The speed scripts of benchmarks/ run, print the rows their docs name, and keep to their time limits."""
 from __future__ import annotations
 
+import csv
 import os
 import re
 import subprocess
@@ -46,41 +47,71 @@ def test_profile_reports_both_steps():
     assert out.count("Self CPU time total") == 2
 
 
-def test_benchmark_scale_tiny_mode_prints_a_row_per_run_with_its_phases(tmp_path, early_checks):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO_ROOT, os.environ.get("PYTHONPATH", "")]))
-    out = tmp_path / "tiny"
-    result = subprocess.run(
-        [sys.executable, os.path.join(REPO_ROOT, "benchmarks", "scale.py"), "--tiny",
-         "--configs", "dla", "multr_expected", "--out", str(out)],
-        capture_output=True, text=True, timeout=240, env=env, cwd=REPO_ROOT,
-    )
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    header, *rows = [line.split(",") for line in result.stdout.splitlines() if re.match(r"^(config|dla|multr_)", line)]
-    runs = {row[0]: dict(zip(header, row)) for row in rows}
-    assert sorted(runs) == ["dla", "multr_expected"] and all(r["status"] == "ok" for r in runs.values())
+def test_whole_run_gpu_script_tiny_mode_measures_the_pair_from_later_starts(tmp_path):
+    env = dict(os.environ, WHOLE_RUN_WORK=str(tmp_path / "work"),
+               PYTHONPATH=os.pathsep.join([REPO_ROOT, os.environ.get("PYTHONPATH", "")]))
+    out = tmp_path / "out"
+    result = subprocess.run([os.path.join(REPO_ROOT, "benchmarks", "whole_run_gpu.sh"), "--tiny", str(out)],
+                            capture_output=True, text=True, timeout=240, env=env, cwd=REPO_ROOT)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert sorted(os.listdir(out)) == ["dla.log", "multr_default.log", "propensity_ranker_cost.md", "run.log",
+                                       "step_time.log", "whole_run.csv", "whole_run.md"]
+    with open(out / "whole_run.csv") as handle:
+        runs = {row["config"]: row for row in csv.DictReader(handle)}
+    assert list(runs) == ["multr_default", "dla"] and all(r["status"] == "ok" for r in runs.values())
+    # both start as later starts: the script filled the check cache before them
+    assert runs["dla"]["checks_cached"] == runs["multr_default"]["checks_cached"] == "yes"
     for name in ("ultra_read_s", "checks_s", "first_update_s", "startup_s", "step_s", "peak_rss_mb"):
-        assert float(runs["dla"][name]) >= 0 and float(runs["multr_expected"][name]) >= 0, name
-    for name in ("simulator_s", "expected_pass_s"):
-        assert float(runs["multr_expected"][name]) > 0 and runs["dla"][name] == "", name
-    assert runs["multr_expected"]["pilot_s"] == ""  # MULTR's default rerank_weight=paper (a fixed a) runs no pilot
-    # The first run's checks parsed the files (in the early checks' second process), the second's found them passed.
-    assert (runs["dla"]["checks_cached"], runs["multr_expected"]["checks_cached"]) == ("no", "yes")
-    assert "## Extrapolated to 10000 ranker steps (not measured)" in (tmp_path / "tiny.md").read_text()
-    assert (tmp_path / "tiny.csv").read_text().count("\n") == 3
+        assert float(runs["dla"][name]) >= 0 and float(runs["multr_default"][name]) >= 0, name
+    multr = runs["multr_default"]
+    assert runs["dla"]["simulator_s"] == runs["dla"]["expected_pass_s"] == ""
+    assert float(multr["simulator_s"]) > 0 and float(multr["expected_pass_s"]) > 0 and multr["pilot_s"] == ""
+    # the simulator's facts are the ledger's (2 steps under --tiny; its decision recorded though the guard is off)
+    assert (multr["sim_steps_run"], multr["sim_best_step"]) == ("2.00", "2.00")
+    assert multr["sim_decision"] in ("accepted", "rejected") and runs["dla"]["sim_decision"] == ""
+    table = (out / "whole_run.md").read_text().split("## Whole runs as measured")[1]
+    row = re.search(r"^\| multr_default \| 1 \| ([0-9.]+) \| ([0-9.]+)x \| .*\| 2 / 2 \|", table, flags=re.M)
+    assert row and float(row.group(2)) == pytest.approx(float(multr["total_s"]) / float(runs["dla"]["total_s"]), abs=0.01)
+    assert "## Extrapolated to 10000 ranker steps (not measured)" in (out / "whole_run.md").read_text()
+    assert "| DLA |" in (out / "step_time.log").read_text()
+    assert "propensity_update_every=4 |" in (out / "propensity_ranker_cost.md").read_text()
 
 
-def test_the_propensity_ranker_cost_benchmark_prints_both_configurations(tmp_path):
+def test_benchmark_scale_stops_a_run_at_its_time_limit_and_starts_no_other(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO_ROOT, os.environ.get("PYTHONPATH", "")]))
+    work, script = tmp_path / "work", os.path.join(REPO_ROOT, "benchmarks", "scale.py")
+    for args in (["--tiny", "--workdir", str(work), "--prepare-only"],
+                 ["--data", str(work / "data"), "--workdir", str(work), "--configs", "dla", "multr_default",
+                  "--steps", "100000", "--repeats", "1", "--time-limit", "15", "--out", str(tmp_path / "limited")]):
+        result = subprocess.run([sys.executable, script] + args, capture_output=True, text=True, timeout=240, env=env,
+                                cwd=REPO_ROOT)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    summary = (tmp_path / "limited.md").read_text()
+    assert re.search(r"^dla #0: stopped at the time limit after [0-9.]+ s", summary, flags=re.M)
+    assert "Not started (time limit): multr_default #0" in summary
+    with open(tmp_path / "limited.csv") as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert row["status"] == "stopped at the time limit" and 14 <= float(row["total_s"]) < 15 + 25  # SIGKILL 20 s after SIGINT
+
+
+def test_the_propensity_ranker_cost_benchmark_prints_every_configuration(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO_ROOT, os.environ.get("PYTHONPATH", "")]))
     out = tmp_path / "cost.md"
     result = subprocess.run(
         [sys.executable, os.path.join(REPO_ROOT, "benchmarks", "propensity_ranker_cost.py"), "--queries", "20",
-         "--features", "6", "--batch-size", "8", "--rounds", "3", "--out", str(out)],
+         "--features", "6", "--batch-size", "8", "--rounds", "3", "--every", "1", "3", "--out", str(out)],
         capture_output=True, text=True, timeout=240, env=env, cwd=REPO_ROOT,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    rows = re.findall(r"^\| (multr|dla) .*?\| ([0-9.]+) \| ([0-9.]+) \|$", out.read_text(), flags=re.M)
-    assert [r[0] for r in rows] == ["multr", "dla"] and rows[0][2] == "1.00"
-    assert all(float(ms) > 0 for _, ms, _ in rows) and float(rows[1][2]) > 0
+    text = out.read_text()
+    assert "each a block of 3 updates per configuration" in text
+    rows = re.findall(r"^\| (.+?) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \|$", text, flags=re.M)
+    assert [r[0] for r in rows] == [
+        "DLA", "MULTR propensity_ranker=multr (the paper's coupling)",
+        "MULTR propensity_ranker=dla, propensity_update_every=1 (default)",
+        "MULTR propensity_ranker=dla, propensity_update_every=3"]
+    assert rows[0][3] == "1.00" and rows[1][2] == "1.00"
+    assert all(float(ms) > 0 for _, ms, _, _ in rows)
 
 
 def test_the_compact_reader_benchmark_measures_every_reader_and_summarizes(tmp_path):

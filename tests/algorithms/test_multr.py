@@ -194,6 +194,11 @@ def test_non_finite_loss_stops_naming_the_step(synthetic_data_dir, monkeypatch, 
         ("simulator_cell=rnn", "simulator_cell must be one of"),
         ("variant=ips", "variant must be one of"),
         ("learning_rate=fast", "learning_rate: expected a number, got 'fast'"),
+        ("propensity_update_every=0", "propensity_update_every must be >= 1, got 0"),
+        ("propensity_update_every=4,propensity_ranker=multr",
+         "propensity_update_every=4 thins the updates of propensity_ranker=dla's examination ranker; "
+         "propensity_ranker=multr has none .*: set propensity_update_every=1 or propensity_ranker=dla"),
+        ("propensity_updates_every=4", "did you mean 'propensity_update_every'"),
     ],
 )
 def test_bad_hyper_parameters_are_named(synthetic_data_dir, hparams, message):

@@ -1,6 +1,7 @@
 """A simulator MULTR does not use leaves DLA exactly, and MULTR takes the baselines' learning-rate pilot."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import pytest
@@ -148,3 +149,39 @@ def test_multrs_propensities_are_dlas_on_the_same_batches_and_the_papers_couplin
     assert coupled.examination_ranker is None
     assert not all(torch.allclose(a, b, atol=1e-6)
                    for a, b in zip(coupled.propensity_model.parameters(), dla.propensity_model.parameters()))
+
+
+def test_propensity_update_every_trains_the_examination_side_on_every_kth_update_only(synthetic_data_dir, monkeypatch):
+    """propensity_update_every=4: the examination ranker and the propensity model take DLA's updates on batches 0, 4
+    and 8 only (those of a DLA trained on those batches alone), MULTR's ranker on every batch; the click loss of
+    model selection stays the whole loss between them."""
+    monkeypatch.setattr(trainer, "heldout_log_likelihood", lambda simulator, batches: (0.0, [0.0]))
+    multr, feed, data = build(synthetic_data_dir, ",".join([COMMON, SIMULATOR, "propensity_update_every=4"]))
+    dla, _, _ = build(synthetic_data_dir, COMMON, algorithm="ultra_multr.DLA")
+    multr.prepare_simulator()
+    assert not multr.simulator_fallback
+
+    def examination_side(model, ranker):
+        return [p.detach().clone() for p in list(model.propensity_model.parameters()) + list(ranker.parameters())]
+
+    examination_moved, ranker_moved = [], []
+    for step in range(10):
+        input_feed, _ = feed.get_batch(data, check_validation=True)
+        before, ranker_before = examination_side(multr, multr.examination_ranker), examination_side(multr, multr.model)
+        multr.train(input_feed)
+        examination_moved.append(any(not torch.equal(a, b)
+                                     for a, b in zip(before, examination_side(multr, multr.examination_ranker))))
+        ranker_moved.append(any(not torch.equal(a, b) for a, b in zip(ranker_before, examination_side(multr, multr.model))))
+        if step % 4 == 0:
+            dla.train(input_feed)
+    assert [step for step, moved in enumerate(examination_moved) if moved] == [0, 4, 8]
+    assert all(ranker_moved)
+    for ours, theirs in zip(examination_side(multr, multr.examination_ranker), examination_side(dla, dla.model)):
+        torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=0)
+
+    assert multr.global_step % 4 != 0  # an update that would leave the examination side alone
+    valid = read_valid(synthetic_data_dir, data.rank_list_size)
+    valid_feed, _ = ultra.input_layer.DirectLabelFeed(multr, 16, "").get_next_batch(0, valid)
+    thinned = multr.click_loss_summary(valid_feed)
+    multr.hparams = dataclasses.replace(multr.hparams, propensity_update_every=1)
+    assert thinned == multr.click_loss_summary(valid_feed)

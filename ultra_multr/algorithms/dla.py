@@ -108,14 +108,23 @@ class DLA(PluginAlgorithm):
         """
         return scores, None
 
+    def updates_examination(self) -> bool:
+        """Whether this loss trains the examination side: the propensity model and the loss
+        :meth:`examination_relevance` adds.  DLA: always (MULTR may thin it)."""
+        return True
+
     def training_loss(self, batch: Batch) -> Tuple[torch.Tensor, Dict[str, float]]:
         """The examination loss + ``ranker_loss_weight`` x the ranking loss (+ the loss
-        :meth:`examination_relevance` adds), with named parts."""
+        :meth:`examination_relevance` adds), with named parts; the ranking term alone (the propensities as they
+        are) when :meth:`updates_examination` says no."""
         scores = self.scores(batch)
         # DenoisingNet reads one [B] tensor per position (only for its shape).
         propensity_logits = self.propensity_model(batch.labels.t())
         with torch.no_grad():
             weights = self.propensity_weights(propensity_logits, batch.mask)
+        if not self.updates_examination():
+            rank_loss, parts = self.ranking_loss(batch, scores, weights)
+            return self.hparams.ranker_loss_weight * rank_loss, dict(parts, rank_loss=float(rank_loss.detach()))
         relevance, extra_loss = self.examination_relevance(batch, scores, weights)
         with torch.no_grad():  # the examination loss is scale-free in them: no overflow on widely spread scores
             relevance_weights = losses.relative_ipw_weights(

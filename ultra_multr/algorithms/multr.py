@@ -91,6 +91,8 @@ Where this follows the paper and where it differs:
 * Propensities: by default DLA's examination model learns against a second
   ranker trained by DLA's own loss (``propensity_ranker=dla``), so they are
   DLA's; the paper couples it to MULTR's ranker (``propensity_ranker=multr``).
+  ``propensity_update_every=k`` trains that second ranker and the propensity
+  model on every k-th update only, for speed.
 * Batch reduction: by default DLA's (the batch's weighted mean of Delta,
   ``dr_normalization=batch_weight``), so that one learning rate is one step
   size for DLA and MULTR; the mean of Eq. dr_loss over the batch's queries
@@ -316,6 +318,13 @@ class MULTR(DoublyRobustMixin, DLA):
         if self.examination_ranker is not None:
             groups.append((list(self.examination_ranker.parameters()), self.hparams.learning_rate))
         return groups
+
+    def updates_examination(self) -> bool:
+        """propensity_ranker=dla: True on every ``propensity_update_every``-th update (global steps 0, k, 2k, ...),
+        and always inside :meth:`click_loss` (the whole loss, whatever the step) and when MULTR trains as DLA."""
+        every = self.hparams.propensity_update_every
+        validating = self._click_loss_generator is not None
+        return every == 1 or validating or self.simulator_fallback or self.global_step % every == 0
 
     def examination_relevance(
         self, batch: Batch, scores: torch.Tensor, weights: torch.Tensor

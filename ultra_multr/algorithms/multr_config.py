@@ -238,13 +238,31 @@ class MULTRConfig(DLAConfig, DoublyRobustConfig):
             batches.  "multr": MULTR's own ranker (DLA's dual coupling, the
             paper's and the authors' code), through which the simulator's bias
             moves the propensities (studies/propensity_drift).
+        propensity_update_every: under ``propensity_ranker=dla``, train the
+            examination ranker and DLA's propensity model on every k-th
+            ranker update only (updates 0, k, 2k, ...; the propensities
+            stay those of the last such update in between), which saves
+            the examination ranker's forward and backward pass on the
+            others.  1 (default): every update.  ``propensity_ranker=multr``
+            has no examination ranker to save: it takes 1 only.  When the
+            simulator is not used (MULTR trains as DLA) it has no effect.
     """
 
     propensity_ranker: str = "dla"
+    propensity_update_every: int = 1
 
     def __post_init__(self) -> None:
         super().__post_init__()
         require(
             self.propensity_ranker in PROPENSITY_RANKERS,
             "propensity_ranker must be one of %s, got %r" % (PROPENSITY_RANKERS, self.propensity_ranker),
+        )
+        require(self.propensity_update_every >= 1,
+                "propensity_update_every must be >= 1, got %r" % self.propensity_update_every)
+        require(
+            self.propensity_update_every == 1 or self.propensity_ranker == "dla",
+            "propensity_update_every=%d thins the updates of propensity_ranker=dla's examination ranker; "
+            "propensity_ranker=%s has none (DLA's propensity model learns against MULTR's own ranker, which every "
+            "update trains): set propensity_update_every=1 or propensity_ranker=dla"
+            % (self.propensity_update_every, self.propensity_ranker),
         )

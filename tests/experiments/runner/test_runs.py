@@ -24,6 +24,24 @@ def test_a_share_of_intervention_sessions_is_another_run():
     assert feed_hparams("click_model_json=cascade.json,intervention_share=0.1,intervention=shuffle") != swapped
 
 
+def test_multrs_propensity_update_every_of_one_leaves_the_fingerprint_of_runs_finished_before_the_option():
+    """At 1 the examination side is updated on every update, as before the option (the same losses and parameters,
+    bit for bit, checked when it was added): while it is 1 the option is not in the fingerprint."""
+    from conftest import require_ultra
+
+    require_ultra()
+
+    def multr_hparams(hparams: str) -> dict:
+        return resolved_hparams({"learning_algorithm": "ultra_multr.MULTR",
+                                 "learning_algorithm_hparams": hparams})["learning_algorithm"]
+
+    before = multr_hparams("seed=0,simulator_steps=10000")
+    assert before["propensity_ranker"] == "dla" and "propensity_update_every" not in before
+    assert multr_hparams("seed=0,simulator_steps=10000,propensity_update_every=1") == before
+    thinned = multr_hparams("seed=0,simulator_steps=10000,propensity_update_every=4")
+    assert thinned["propensity_update_every"] == 4 and thinned != before
+
+
 def test_naming_the_old_logger_guard_default_keeps_the_fingerprint_of_runs_finished_under_it(monkeypatch):
     """MULTR's logger_guard default became order_fit: a study that names logger_guard=none keeps its finished runs
     (studies/paper_setting/screen.py's MULTR rows); one that does not gets new runs."""

@@ -101,6 +101,7 @@ _TYPED_HPARAMS = (
 #: run finished before they existed stays valid; switched on, they make it another run.
 _INERT_WHEN_OFF = (
     ("train_input_feed", "intervention_share", 0.0, ("intervention_share", "intervention")),
+    ("learning_algorithm", "propensity_update_every", 1, ("propensity_update_every",)),  # MULTR's
 )
 
 
