@@ -170,6 +170,11 @@ class DoublyRobustMixin(SimulatorLifecycle):
         #: the generator of :meth:`click_loss`'s pseudo clicks while it runs (None: training's)
         self._click_loss_generator: Optional[torch.Generator] = None
 
+    @property
+    def _in_click_loss(self) -> bool:
+        """Whether :meth:`click_loss` is running (a validation's loss, not a train step)."""
+        return self._click_loss_generator is not None
+
     # -- phase 2 (phase 1, the simulator: SimulatorLifecycle): the doubly-robust ranker update
     def pseudo_clicks(self, batch: Batch) -> Tuple[torch.Tensor, torch.Tensor]:
         """Pseudo clicks on the observed list [B, N] and on ``sample_num``
@@ -178,7 +183,7 @@ class DoublyRobustMixin(SimulatorLifecycle):
         ``imputation=expected`` both are expectations, the same for every
         re-ranking (an expanded view).  Inside :meth:`click_loss` they are
         drawn from its own generator, by the simulator itself, and not cached."""
-        validating = self._click_loss_generator is not None
+        validating = self._in_click_loss
         generator = self._click_loss_generator if validating else self.generator
         if self.hparams.imputation == "expected":
             observed, randomized = (
@@ -323,8 +328,7 @@ class MULTR(DoublyRobustMixin, DLA):
         """propensity_ranker=dla: True on every ``propensity_update_every``-th update (global steps 0, k, 2k, ...),
         and always inside :meth:`click_loss` (the whole loss, whatever the step) and when MULTR trains as DLA."""
         every = self.hparams.propensity_update_every
-        validating = self._click_loss_generator is not None
-        return every == 1 or validating or self.simulator_fallback or self.global_step % every == 0
+        return every == 1 or self._in_click_loss or self.simulator_fallback or self.global_step % every == 0
 
     def examination_relevance(
         self, batch: Batch, scores: torch.Tensor, weights: torch.Tensor
