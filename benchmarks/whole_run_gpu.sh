@@ -19,7 +19,8 @@
 # Writes to OUT_DIR (7 files): run.log (this script's output), whole_run.md (the table: section "Whole runs as
 # measured"), whole_run.csv, dla.log and multr_default.log (the runs' output, timestamped), step_time.log,
 # propensity_ranker_cost.md.  Needs torch and ULTRA importable (as example/gpu_check.sh); the data and model dirs go
-# to $WHOLE_RUN_WORK (default: a new temporary folder; about 1 GB).
+# to $WHOLE_RUN_WORK (default: a new temporary folder; about 1 GB); a set already there (an earlier call's, e.g. prepared
+# with scale.py --prepare-only beside gpu_check.sh) is reused and said so.
 set -uo pipefail
 
 TINY=0
@@ -62,6 +63,10 @@ else
     "$PYTHON" -c "import torch; assert torch.cuda.is_available(), 'CUDA is not available (--tiny runs on CPU)'" || exit 2
     DEVICE=cuda
     PREPARE=(--generate 2000 --features 700)
+    if [ -e "$WORK/data/settings.json" ]; then  # written by an earlier call with the same WHOLE_RUN_WORK
+        PREPARE=()
+        echo "reusing the set in $WORK/data ($(wc -l < "$WORK/data/train/train.init_list") training queries)"
+    fi
     PAIR=(--steps 10000)
     STEP_TIME=(--steps 20 --samples 8 --expected-samples 8)
     COST=(--features 700 --rounds 22)
