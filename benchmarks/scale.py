@@ -90,6 +90,7 @@ sys.path.insert(0, ROOT)
 
 from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset  # noqa: E402
 from ultra_multr.files import atomic_write_text  # noqa: E402
+from ultra_multr.experiments.runner.runs import find_main_py  # noqa: E402
 
 CONFIGS = ("ultra_dla", "dla", "multr_sampled", "multr_expected", "multr_default")
 CLICK_MODEL = os.path.join(ROOT, "settings", "click_models", "cascade_eps0.1_ymax4.json")
@@ -568,10 +569,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args.argv = list(sys.argv[1:] if argv is None else argv)
     if args.steps < 2:
         parser.error("--steps must be >= 2 (main.py's loop stops after a checkpoint step beyond --max_train_iteration)")
-    if args.main_py is None:
-        import ultra
-
-        args.main_py = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ultra.__file__))), "main.py")
+    args.main_py = find_main_py(args.main_py)
     if args.summarize:
         rows = read_rows(args.summarize)
         args.train_queries, args.steps = int(rows[0]["train_queries"]), int(rows[0]["steps"])

@@ -1,5 +1,9 @@
 """The run fingerprint's hyper-parameters (ultra_multr.experiments.runner.runs.resolved_hparams)."""
-from ultra_multr.experiments.runner.runs import resolved_hparams
+import sys
+
+import pytest
+
+from ultra_multr.experiments.runner.runs import find_main_py, resolved_hparams
 
 FEED = "ultra_multr.feeds.ClickSimulationFeed"
 
@@ -75,3 +79,19 @@ def test_naming_the_old_logger_guard_default_keeps_the_fingerprint_of_runs_finis
     finished_then = spec(before).fingerprint
     monkeypatch.undo()
     assert spec(named).fingerprint == finished_then
+
+
+def test_main_py_is_found_next_to_the_ultra_package_without_importing_ultra(monkeypatch, tmp_path):
+    """Importing ULTRA needs the start-up hook (its TensorFlow import); locating main.py must not import it."""
+    (tmp_path / "ultra").mkdir()
+    (tmp_path / "ultra" / "__init__.py").write_text("raise ImportError('ULTRA imported')\n")
+    (tmp_path / "main.py").write_text("")
+    monkeypatch.delenv("ULTRA_MAIN", raising=False)
+    for name in [n for n in sys.modules if n == "ultra" or n.startswith("ultra.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert find_main_py() == str(tmp_path / "main.py")
+    assert "ultra" not in sys.modules
+    (tmp_path / "main.py").unlink()
+    with pytest.raises(FileNotFoundError, match="not next to the ultra package"):
+        find_main_py()

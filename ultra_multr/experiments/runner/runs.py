@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib
+import importlib.util
 import json
 import os
 import re
@@ -249,15 +250,20 @@ def expand_runs(config: ExperimentConfig) -> List[RunSpec]:
 
 
 def find_main_py(configured: Optional[str] = None) -> str:
-    """ULTRA's main.py: the configured path, else ``$ULTRA_MAIN``, else next to the ``ultra`` package."""
+    """ULTRA's main.py: the configured path, else ``$ULTRA_MAIN``, else next to the ``ultra`` package.
+
+    The package is located, not imported: importing ULTRA without ultra_multr's start-up hook fails on current
+    torch (its TensorFlow import), and where main.py lies does not need it.
+    """
     configured = configured or os.environ.get("ULTRA_MAIN")
     if configured:
         if not os.path.isfile(configured):
             raise FileNotFoundError("ULTRA's main.py %s does not exist" % configured)
         return configured
-    import ultra
-
-    candidate = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ultra.__file__))), "main.py")
+    spec = importlib.util.find_spec("ultra")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("ULTRA's package 'ultra' is not importable; install it or set main_py / $ULTRA_MAIN")
+    candidate = os.path.join(os.path.dirname(os.path.abspath(list(spec.submodule_search_locations)[0])), "main.py")
     if not os.path.isfile(candidate):
         raise FileNotFoundError("ULTRA's main.py is not next to the ultra package (%s); set main_py" % candidate)
     return candidate
