@@ -88,8 +88,14 @@ COLUMNS = ("recipe", "nonlinear", "label_noise", "features", "train_queries", "l
 
 def study_config(out: str, data_dirs: Dict[str, str], seeds: Sequence[int], steps: int,
                  methods: Sequence[str] = SCREEN_METHODS, click_model: str = CASCADE,
-                 stress_dirs: Dict[str, str] = None) -> dict:
-    """The runner's config: each recipe set a fold of the dataset "recipe", each stress set one of "stress"."""
+                 stress_dirs: Dict[str, str] = None, sessions_per_query: int = 0) -> dict:
+    """The runner's config: each recipe set a fold of the dataset "recipe", each stress set one of "stress".
+
+    ``sessions_per_query`` K > 0: every method trains on one fixed log of K sessions per training query
+    (``ClickLogFeed``; the same log for every method of a seed), its simulator and pilot included; 0: fresh clicks.
+    """
+    feed = {"train_input_feed": "ultra_multr.feeds.ClickLogFeed"} if sessions_per_query else {}
+    log = {"sessions_per_query": sessions_per_query} if sessions_per_query else {}
     return {
         "output_dir": out,
         "datasets": {name: dict(dirs) for name, dirs in (("recipe", data_dirs), ("stress", stress_dirs or {})) if dirs},
@@ -97,7 +103,8 @@ def study_config(out: str, data_dirs: Dict[str, str], seeds: Sequence[int], step
         "extra_methods": {name: METHODS[name] for name in methods},
         "seeds": list(seeds),
         "settings": {
-            "train_input_hparams": {"click_model_json": click_model},
+            **feed,
+            "train_input_hparams": dict({"click_model_json": click_model}, **log),
             "ranking_model_hparams": {"hidden_layer_sizes": [512, 256, 128]},
             "learning_algorithm_hparams": {"learning_rate": 0.05, "log_every": 500},
         },
@@ -291,6 +298,9 @@ def main(argv: Sequence[str] = None) -> int:
                         help="with --grid: run these (default: %s)" % ", ".join(GRID_METHODS))
     parser.add_argument("--click-model", default=CASCADE, help="the click model (default: cascade, epsilon 0.1)")
     parser.add_argument("--regime", default="cascade", help="the click regime's name in the grid's table")
+    parser.add_argument("--sessions-per-query", type=int, default=0, metavar="K",
+                        help="with --grid: train every method on one fixed log of K sessions per training query "
+                             "(the sparse regime: K = 1, --regime sparse); default 0, fresh clicks")
     parser.add_argument("--combine", nargs="+", metavar="CSV",
                         help="train nothing: the grid tables given as one, p_holm over each method's tests "
                              "(paper_setting_all.csv / .md in --results)")
@@ -307,6 +317,8 @@ def main(argv: Sequence[str] = None) -> int:
         return 0
     if not args.out:
         parser.error("--out is needed (but with --combine)")
+    if args.sessions_per_query < 0 or (args.sessions_per_query and not args.grid):
+        parser.error("--sessions-per-query %d: a count >= 0, with --grid" % args.sessions_per_query)
     out = os.path.abspath(args.out)
     recipes = {("%s_set%d" % (name, k) if k else name): replace(RECIPES[name], seed=k)
                for name in args.recipes for k in range(args.sets if args.grid else 1)}
@@ -323,7 +335,8 @@ def main(argv: Sequence[str] = None) -> int:
             write_stress_set(stress_dirs["stress_%d" % k], k)
         config_path = os.path.join(out, "grid.json" if args.grid else "screen.json")
         click_model = os.path.abspath(args.click_model)
-        config = (study_config(out, data_dirs, args.grid, args.steps, methods, click_model, stress_dirs)
+        config = (study_config(out, data_dirs, args.grid, args.steps, methods, click_model, stress_dirs,
+                               args.sessions_per_query)
                   if args.grid else study_config(out, data_dirs, [args.seed], args.steps, click_model=click_model))
         atomic_write_text(config_path, json.dumps(config, indent=1) + "\n")
         code = runner.main([config_path, "--workers", str(args.workers)]

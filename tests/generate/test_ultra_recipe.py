@@ -178,3 +178,24 @@ def test_holm_adjusts_each_methods_tests_across_the_grids_cells(tmp_path):
     combined = screen.combine_grids([str(tmp_path / "paper_setting.csv"), str(tmp_path / "paper_setting_pbm.csv")])
     assert [(r["regime"], r["method"], r["p_holm"]) for r in combined] == [
         ("cascade", "MULTR", "0.08"), ("cascade", "DLA", ""), ("pbm", "MULTR", "0.026"), ("pbm", "DLA", "")]
+
+
+def test_the_sparse_regime_gives_every_method_one_fixed_log_of_k_sessions_per_query(tmp_path):
+    """--sessions-per-query K: every run's settings.json names ClickLogFeed with K (MULTR's simulator and the pilots
+    take main.py's train feed, so they draw from the same log); fresh clicks otherwise."""
+    from ultra_multr.experiments.runner.cli import expand_runs, load_config
+
+    screen = load_screen()
+    data = {"quadratic_1_3000q": str(tmp_path / "data")}
+    for k, feed in ((1, "ultra_multr.feeds.ClickLogFeed"), (0, "ultra_multr.feeds.ClickSimulationFeed")):
+        config = screen.study_config(str(tmp_path / "out"), data, [0], 2000, ["dla_pilot", "multr_pilot"],
+                                     sessions_per_query=k)
+        (tmp_path / "grid.json").write_text(json.dumps(config))
+        runs = expand_runs(load_config(str(tmp_path / "grid.json")))
+        assert len(runs) == 2
+        for run in runs:
+            assert run.settings["train_input_feed"] == feed
+            hparams = dict(item.split("=", 1) for item in run.settings["train_input_hparams"].split(","))
+            assert hparams.get("sessions_per_query") == (str(k) if k else None)
+    with pytest.raises(SystemExit):
+        screen.main(["--out", str(tmp_path / "x"), "--sessions-per-query", "1"])  # only with --grid
