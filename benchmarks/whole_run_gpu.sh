@@ -41,12 +41,9 @@ WORK="${WHOLE_RUN_WORK:-$(mktemp -d)}"
 mkdir -p "$WORK" || exit 2
 PYTHON="${PYTHON:-python}"
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-# ultra_multr's start-up hook (compact reader, early checks) when no pip install put it in place, as gpu_check.sh
-if ! "$PYTHON" -c "import sys; sys.exit(not any(type(f).__name__ == 'UltraImportFinder' for f in sys.meta_path))"; then
-    mkdir -p "$WORK/site"
-    echo "import ultra_multr.compat.startup" > "$WORK/site/sitecustomize.py"
-    export PYTHONPATH="$WORK/site:$PYTHONPATH"
-fi
+# shellcheck source=../example/startup_hook.sh
+. "$REPO/example/startup_hook.sh"  # ultra_multr's start-up hook (compact reader, early checks) without a pip install
+use_startup_hook "$WORK/site" || exit 2
 
 exec > >(tee "$OUT/run.log") 2>&1
 echo "whole_run_gpu.sh on $(hostname), $(date -u), budget ${BUDGET_S} s, work dir $WORK"

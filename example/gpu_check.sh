@@ -38,13 +38,11 @@ LOGS="$(cd "$1" && pwd)"
 PYTHON="${PYTHON:-python}"
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONDONTWRITEBYTECODE=1
+# shellcheck source=startup_hook.sh
+. "$REPO/example/startup_hook.sh"
 
-if ! "$PYTHON" -c "import sys; sys.exit(not any(type(f).__name__ == 'UltraImportFinder' for f in sys.meta_path))"; then
-    mkdir -p "$LOGS/site"
-    echo "import ultra_multr.compat.startup" > "$LOGS/site/sitecustomize.py"
-    export PYTHONPATH="$LOGS/site:$PYTHONPATH"
-fi
-ULTRA_MAIN="${ULTRA_MAIN:-$("$PYTHON" -c 'import os, ultra; print(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ultra.__file__))), "main.py"))')}" || {
+use_startup_hook "$LOGS/site" || exit 2
+ULTRA_MAIN="$("$PYTHON" -c 'from ultra_multr.experiments.runner.runs import find_main_py; print(find_main_py())')" || {
     echo "ULTRA is not importable (put its checkout on PYTHONPATH)" >&2
     exit 2
 }
