@@ -69,6 +69,11 @@ METHODS = {
                            "train_input_hparams": {"intervention_share": 0.1}},
     "dla_swap10_pilot": {"label": "DLA, 10 % swap sessions", "role": "baseline", "learning_algorithm": "ultra_multr.DLA",
                          "learning_algorithm_hparams": PILOT, "train_input_hparams": {"intervention_share": 0.1}},
+    # the sparse regime's MULTR with 15 % of the log held out for its simulator: the default 10 % of one session per
+    # query on 3,000 queries leaves fewer held-out sessions than simulator_min_heldout_sessions (300)
+    "multr_heldout15_pilot": {"label": "MULTR, 15 % held out", "role": "multr", "learning_algorithm": "ultra_multr.MULTR",
+                              "learning_algorithm_hparams": dict(PILOT, simulator_steps=10000, logger_guard="none",
+                                                                 simulator_heldout_fraction=0.15)},
     # IPS with the true propensities: the feed's position-based click model's (position-based clicks only)
     "ips_true_pilot": {"label": "IPS (true propensities)", "role": "baseline", "learning_algorithm": "ultra_multr.IPW",
                        "learning_algorithm_hparams": PILOT},
