@@ -9,6 +9,7 @@
 #   OUT_PREFIX_cascade_noisy  as pbm_noisy with cascade clicks (no IPS row: no exact position propensity)
 #   OUT_PREFIX_pbm_det        as pbm_noisy with a nearly deterministic logger (noise 0.3), one seed: a screening
 #   OUT_PREFIX_pbm_noisy_nonorm  pbm_noisy's log, the rankers' DNN without its per-document layer normalisation
+#   OUT_PREFIX_pbm_noisy_nonorm_features, OUT_PREFIX_cascade_noisy_features  those two with the features-only logger
 # then the reader's ingest rate on pbm's 100,000 sessions.  Environment: SEEDS (default "0 1 2").
 # Resumable: run it again after an interruption and it skips the finished runs (each log is written once).
 # The tables go to studies/baidu/results/<log>/ (baidu_metrics.md and .json, sessions.md, diagnostics.md,
@@ -38,6 +39,10 @@ study pbm_noisy --click-model pbm --logger-bias 2 --feature-noise 4
 study cascade_noisy --click-model cascade --logger-bias 2 --feature-noise 4
 study pbm_det --click-model pbm --logger-bias 2 --feature-noise 4 --logger-noise 0.3 --seeds 0
 study pbm_noisy_nonorm --click-model pbm --logger-bias 2 --feature-noise 4 --ranker-norm none
+# the same two logs with the features-only logger (a linear function of the lexical features plus noise, blind to the
+# grades): position carries no relevance the features lack
+study pbm_noisy_nonorm_features --click-model pbm --logger-bias 2 --feature-noise 4 --ranker-norm none --logger features
+study cascade_noisy_features --click-model cascade --logger-bias 2 --feature-noise 4 --logger features
 python "$HERE/feature_reliance.py" --out "$RESULTS" \
   --study "${OUT}_pbm" --study "${OUT}_pbm_bias2" --study "${OUT}_pbm_noisy" --study "${OUT}_cascade_noisy" --study "${OUT}_pbm_det" \
   --study "${OUT}_pbm_noisy_nonorm"
