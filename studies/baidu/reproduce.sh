@@ -9,6 +9,7 @@
 #   OUT_PREFIX_cascade_noisy  as pbm_noisy with cascade clicks (no IPS row: no exact position propensity)
 #   OUT_PREFIX_pbm_det        as pbm_noisy with a nearly deterministic logger (noise 0.3), one seed: a screening
 #   OUT_PREFIX_pbm_noisy_nonorm  pbm_noisy's log, the rankers' DNN without its per-document layer normalisation
+#   OUT_PREFIX_cascade_noisy_std  cascade_noisy's log with per-feature standardisation (the default since issue 27)
 #   OUT_PREFIX_pbm_noisy_nonorm_features, OUT_PREFIX_cascade_noisy_features  those two with the features-only logger
 # then the reader's ingest rate on pbm's 100,000 sessions.  Environment: SEEDS (default "0 1 2").
 # Resumable: run it again after an interruption and it skips the finished runs (each log is written once).
@@ -33,14 +34,17 @@ study() {  # NAME, then run.py flags
   done
   cp "${OUT}_$name/log/recipe.json" "$RESULTS/$name/recipe.json"
 }
-study pbm --click-model pbm
-study pbm_bias2 --click-model pbm --logger-bias 2
-study pbm_noisy --click-model pbm --logger-bias 2 --feature-noise 4
-study cascade_noisy --click-model cascade --logger-bias 2 --feature-noise 4
-study pbm_det --click-model pbm --logger-bias 2 --feature-noise 4 --logger-noise 0.3 --seeds 0
+# the first five tables were made before per-feature standardisation existed: --standardize off reproduces them
+study pbm --click-model pbm --standardize off
+study pbm_bias2 --click-model pbm --logger-bias 2 --standardize off
+study pbm_noisy --click-model pbm --logger-bias 2 --feature-noise 4 --standardize off
+study cascade_noisy --click-model cascade --logger-bias 2 --feature-noise 4 --standardize off
+study pbm_det --click-model pbm --logger-bias 2 --feature-noise 4 --logger-noise 0.3 --seeds 0 --standardize off
+# issue 27's reruns, standardised (the default): cascade_noisy's log again, and both logs with the features-only logger
+study cascade_noisy_std --click-model cascade --logger-bias 2 --feature-noise 4
 study pbm_noisy_nonorm --click-model pbm --logger-bias 2 --feature-noise 4 --ranker-norm none
-# the same two logs with the features-only logger (a linear function of the lexical features plus noise, blind to the
-# grades): position carries no relevance the features lack
+# the features-only logger (a linear function of the lexical features plus noise, blind to the grades): position
+# carries no relevance the features lack
 study pbm_noisy_nonorm_features --click-model pbm --logger-bias 2 --feature-noise 4 --ranker-norm none --logger features
 study cascade_noisy_features --click-model cascade --logger-bias 2 --feature-noise 4 --logger features
 python "$HERE/feature_reliance.py" --out "$RESULTS" \
