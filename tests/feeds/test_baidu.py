@@ -222,6 +222,39 @@ def _assert_rows_among(written, expected, tol=1e-4):
     assert distance.max() < tol, distance.max()
 
 
+@pytest.mark.slow
+def test_main_py_trains_multr_on_the_768_d_embeddings(ultra_main, baidu_data, tmp_path):
+    """The release's layout converted with --features embedding trains MULTR (and with it DLA's propensity model)
+    through main.py with no hand step: the ranker reads 768 features a document."""
+    log, _, patterns = baidu_data
+    out = str(tmp_path / "embedding")
+    assert convert_main(["--annotations", log.validation_file, "--log_files", patterns, "--out", out,
+                         "--stub_lists", "10", "--features", "embedding"]) == 0
+    hparams = ("sample_num=2,simulator_steps=4,simulator_batch_size=16,simulator_log_every=2,rerank_weight=paper,"
+               "logger_guard=none,seed=0")
+    model_dir = str(tmp_path / "model")
+    args = ["--setting_file", _settings(tmp_path, out + "/", "ultra_multr.MULTR", hparams), "--data_dir", out + "/",
+            "--model_dir", model_dir, "--output_dir", model_dir + "/out/", "--batch_size", "16",
+            "--selection_bias_cutoff", "10", "--max_train_iteration", "3", "--steps_per_checkpoint", "3"]
+    log_text = run_ultra_main(ultra_main, args, cwd=str(tmp_path))
+    log_text = log_text.stdout + log_text.stderr
+    assert "ndcg_10" in log_text and "user simulator: step 4/4" in log_text
+    import torch
+
+    state = torch.load(os.path.join(model_dir, "ultra_multr.MULTR.ckpt"), map_location="cpu", weights_only=False)
+    first_layers = [v for k, v in _flatten(state) if k.endswith("weight") and getattr(v, "dim", lambda: 0)() == 2]
+    assert first_layers and any(w.shape[1] == 768 for w in first_layers)
+
+
+def _flatten(state, prefix=""):
+    """(name, value) of every tensor in a nested checkpoint dictionary."""
+    for key, value in (state.items() if isinstance(state, dict) else []):
+        if isinstance(value, dict):
+            yield from _flatten(value, prefix + str(key) + ".")
+        else:
+            yield prefix + str(key), value
+
+
 def test_standardisation_is_fitted_on_the_training_log_and_applied_alike_to_every_split(baidu_data):
     from ultra_multr.click_logs.baidu_convert import MAIN_SETTINGS_JSON
     from ultra_multr.click_logs.standardize import STATS_JSON, Standardizer
