@@ -40,6 +40,7 @@ import numpy as np
 
 from ultra_multr.files import atomic_write_file, atomic_write_text
 from ultra_multr.click_logs import baidu_convert
+from ultra_multr.experiments.runner.runs import find_main_py
 from ultra_multr.click_logs.propensity_check import ESTIMATORS, harvested_examination, learned_propensities
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -195,10 +196,7 @@ def main(argv=None) -> int:
     frame = click_frame(files)
     curves = {ESTIMATOR_LABELS[name]: harvested_examination(frame, name, N_POSITIONS) for name in ESTIMATORS}
     if args.model_dirs is None:
-        import ultra
-
-        main_py = args.main_py or os.environ.get("ULTRA_MAIN") or os.path.join(
-            os.path.dirname(os.path.dirname(os.path.abspath(ultra.__file__))), "main.py")
+        main_py = find_main_py(args.main_py)
         data_dir = os.path.join(os.path.abspath(args.out), "data")
         annotations = os.path.join(args.log_dir, "parts", "validation.feather")
         if baidu_convert.main(["--annotations", annotations, "--log_files", ";".join(files), "--out", data_dir,

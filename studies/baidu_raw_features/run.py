@@ -30,19 +30,13 @@ from typing import Dict, List
 from ultra_multr.click_models import PositionBasedModel, graded_click_prob, reciprocal_rank_exam_prob
 from ultra_multr.files import atomic_write_text
 from ultra_multr.click_logs import baidu_convert, baidu_evaluate
+from ultra_multr.experiments.runner.runs import find_main_py
 from ultra_multr.generate.baidu_log import MAX_LABEL, write_baidu_log
 
 N_POSITIONS = 10
 METHODS = {"DLA": "ultra_multr.DLA", "MULTR": "ultra_multr.MULTR"}
 FEATURES = {"raw (signed log1p)": ["--no_standardize"], "standardised": []}
 NONFINITE = re.compile(r"FloatingPointError: (non-finite training loss \S+ at step (\d+)[^\n]*)")
-
-
-def default_main_py() -> str:
-    import ultra
-
-    return os.environ.get("ULTRA_MAIN") or os.path.join(
-        os.path.dirname(os.path.dirname(os.path.abspath(ultra.__file__))), "main.py")
 
 
 def make_log(log_dir: str, args) -> object:
@@ -108,7 +102,7 @@ def main(argv=None) -> int:
     parser.add_argument("--log-seed", type=int, default=0)
     parser.add_argument("--main-py", default=None, help="ULTRA's main.py ($ULTRA_MAIN, else beside ultra)")
     args = parser.parse_args(argv)
-    main_py = args.main_py or default_main_py()
+    main_py = find_main_py(args.main_py)
     log_dir = os.path.join(args.out, "log")
     log = make_log(log_dir, args)
     patterns = os.path.join(os.path.abspath(log_dir), "parts", "part-1_split-*.feather")

@@ -31,6 +31,7 @@ import sys
 from ultra_multr.click_logs.propensity_check import (
     ESTIMATORS, harvested_examination, learned_propensities, sessions_frame, write_table,
 )
+from ultra_multr.experiments.runner.runs import find_main_py
 from ultra_multr.generate.ultre_log import pbm_session_log, write_ultre_dataset
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -42,13 +43,6 @@ METHODS = {
     "MULTR": ("ultra_multr.MULTR",
               "simulator_steps={simulator_steps},rerank_pilot_steps={pilot_steps},logger_guard=none"),
 }
-
-
-def ultra_main() -> str:
-    import ultra
-
-    return os.environ.get("ULTRA_MAIN") or os.path.join(
-        os.path.dirname(os.path.dirname(os.path.abspath(ultra.__file__))), "main.py")
 
 
 def train(method: str, data_dir: str, out: str, args: argparse.Namespace) -> str:
@@ -67,7 +61,7 @@ def train(method: str, data_dir: str, out: str, args: argparse.Namespace) -> str
     with open(settings_path, "w") as handle:
         json.dump(settings, handle, indent=1)
     model_dir = os.path.join(run_dir, "model")
-    command = [sys.executable, ultra_main(), "--setting_file", settings_path, "--data_dir", data_dir,
+    command = [sys.executable, find_main_py(), "--setting_file", settings_path, "--data_dir", data_dir,
                "--click_model_dir", "pbm/", "--model_dir", model_dir, "--output_dir", model_dir + "/",
                "--batch_size", "256", "--selection_bias_cutoff", "10", "--max_train_iteration", str(args.steps),
                "--steps_per_checkpoint", "100"]
