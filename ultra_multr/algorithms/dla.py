@@ -122,18 +122,19 @@ class DLA(PluginAlgorithm):
         propensity_logits = self.propensity_model(batch.labels.t())
         with torch.no_grad():
             weights = self.propensity_weights(propensity_logits, batch.mask)
+        rank_loss, parts = self.ranking_loss(batch, scores, weights)
+        parts = dict(parts, rank_loss=float(rank_loss.detach()))
+        loss = self.hparams.ranker_loss_weight * rank_loss
         if not self.updates_examination():
-            rank_loss, parts = self.ranking_loss(batch, scores, weights)
-            return self.hparams.ranker_loss_weight * rank_loss, dict(parts, rank_loss=float(rank_loss.detach()))
+            return loss, parts
         relevance, extra_loss = self.examination_relevance(batch, scores, weights)
         with torch.no_grad():  # the examination loss is scale-free in them: no overflow on widely spread scores
             relevance_weights = losses.relative_ipw_weights(
                 relevance, batch.mask, self.hparams.logits_to_prob, self.hparams.max_propensity_weight
             )
-        rank_loss, parts = self.ranking_loss(batch, scores, weights)
         exam_loss = losses.dla_softmax_loss(propensity_logits, batch.labels, relevance_weights, batch.mask)
-        parts = dict(parts, rank_loss=float(rank_loss.detach()), exam_loss=float(exam_loss.detach()))
-        loss = exam_loss + self.hparams.ranker_loss_weight * rank_loss
+        parts["exam_loss"] = float(exam_loss.detach())
+        loss = exam_loss + loss
         if extra_loss is not None:
             parts["examination_ranker_loss"] = float(extra_loss.detach())
             loss = loss + extra_loss
