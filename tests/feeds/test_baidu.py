@@ -236,8 +236,8 @@ def test_main_py_trains_multr_on_the_768_d_embeddings(ultra_main, baidu_data, tm
     args = ["--setting_file", _settings(tmp_path, out + "/", "ultra_multr.MULTR", hparams), "--data_dir", out + "/",
             "--model_dir", model_dir, "--output_dir", model_dir + "/out/", "--batch_size", "16",
             "--selection_bias_cutoff", "10", "--max_train_iteration", "3", "--steps_per_checkpoint", "3"]
-    log_text = run_ultra_main(ultra_main, args, cwd=str(tmp_path))
-    log_text = log_text.stdout + log_text.stderr
+    run = run_ultra_main(ultra_main, args, cwd=str(tmp_path))
+    log_text = run.stdout + run.stderr
     assert "ndcg_10" in log_text and "user simulator: step 4/4" in log_text
     import torch
 
