@@ -74,6 +74,12 @@ METHODS = {
     "multr_heldout15_pilot": {"label": "MULTR, 15 % held out", "role": "multr", "learning_algorithm": "ultra_multr.MULTR",
                               "learning_algorithm_hparams": dict(PILOT, simulator_steps=10000, logger_guard="none",
                                                                  simulator_heldout_fraction=0.15)},
+    # the same with the held-out sessions raised to simulator_min_heldout_sessions where that is at most a quarter of
+    # the log (simulator_heldout_max_share; 300 of the sparse log's 2,980 sessions)
+    "multr_minheldout_pilot": {"label": "MULTR, held-out max share 0.25", "role": "multr",
+                               "learning_algorithm": "ultra_multr.MULTR",
+                               "learning_algorithm_hparams": dict(PILOT, simulator_steps=10000, logger_guard="none",
+                                                                  simulator_heldout_max_share=0.25)},
     # IPS with the true propensities: the feed's position-based click model's (position-based clicks only)
     "ips_true_pilot": {"label": "IPS (true propensities)", "role": "baseline", "learning_algorithm": "ultra_multr.IPW",
                        "learning_algorithm_hparams": PILOT},

@@ -1,6 +1,7 @@
 """MULTR's simulator phase: its click stream, held-out queries, early stopping, resume, fingerprints."""
 from __future__ import annotations
 
+import logging
 import os
 
 import numpy as np
@@ -15,7 +16,8 @@ ultra = require_ultra()
 from ultra_multr.simulator import trainer  # noqa: E402
 from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset  # noqa: E402
 from ultra_multr.feeds.simulation import ClickLogFeed, ClickSimulationFeed  # noqa: E402
-from ultra_multr.feeds.arrays import query_subset
+from ultra_multr.feeds.arrays import query_subset  # noqa: E402
+from ultra_multr.session_budget import LEDGER  # noqa: E402
 
 CASCADE = os.path.join(REPO_ROOT, "settings", "click_models", "cascade_eps0.1_ymax4.json")
 FRESH = "ultra_multr.feeds.ClickSimulationFeed"
@@ -110,6 +112,27 @@ def test_heldout_sessions_are_seeded_and_a_too_small_log_is_refused(synthetic_da
     model._train_set = query_subset(data, [4])
     with pytest.raises(ValueError, match="simulator_heldout_fraction=0.1 of a click log of 1 sessions"):
         model.heldout_sessions(1)
+
+
+@pytest.mark.parametrize("share, minimum, held, judged", [(0.25, 40, 40, True), (0.25, 46, 18, False),
+                                                          (0.0, 40, 18, False), (0.25, 10, 18, True)])
+def test_a_fixed_log_holds_out_the_minimum_where_the_max_share_allows(synthetic_data_dir, caplog, fresh_ledger,
+                                                                        share, minimum, held, judged):
+    # 60 queries x 3 sessions = 180, of which 10 % is 18.  With simulator_heldout_max_share=0.25 a minimum of 40 (at
+    # most 45) is held out and the simulator is judged; 46 is more than a quarter, and 10 % stays (too few to judge
+    # it), as it does with the share at its default 0; a minimum of 10 is below the 10 % already.
+    hparams = "click_model_json=%s,seed=3,sessions_per_query=3" % CASCADE
+    model, _ = build(synthetic_data_dir, HPARAMS + ",simulator_heldout_fraction=0.1,simulator_min_heldout_sessions=%d,"
+                     "simulator_heldout_max_share=%g" % (minimum, share), LOG, hparams)
+    with caplog.at_level(logging.INFO, logger="ultra_multr"):
+        model.prepare_simulator()
+    assert model.heldout_sessions(3).sum() == held
+    training, judgement = LEDGER.decisions["simulator_training"], LEDGER.decisions["user_simulator"]
+    assert training["heldout_sessions"] == held
+    assert (judgement["decision"] != "not_validated") == judged
+    raised = ("user simulator: 40 of the click log's 180 sessions held out (simulator_min_heldout_sessions, at most "
+              "simulator_heldout_max_share=0.25 of the log), where simulator_heldout_fraction=0.1 would hold out 18")
+    assert (raised in caplog.text) == (held == 40)
 
 
 def test_query_subset_views_keep_the_full_logs_sessions(synthetic_data_dir):

@@ -86,7 +86,7 @@ class SimulatorLifecycle(SimulatorData):
         the training settings and the fingerprints of the training data and
         of the click model's JSON content."""
         config = self.hparams
-        return {
+        metadata = {
             "simulator_steps": config.simulator_steps,
             "simulator_batch_size": config.simulator_batch_size,
             "simulator_learning_rate": config.simulator_learning_rate,
@@ -107,6 +107,9 @@ class SimulatorLifecycle(SimulatorData):
             "data_fingerprint": data_fingerprint(self._train_set),
             "click_model_fingerprint": click_model_fingerprint(self._click_feed()),
         }
+        if config.simulator_heldout_max_share:  # added later: checkpoints saved before held out the fraction only
+            metadata["simulator_heldout_max_share"] = config.simulator_heldout_max_share
+        return metadata
 
     def prepare_simulator(self) -> None:
         """Load, or train and save, the simulator; then freeze it (unless the logger guard fires first).
@@ -294,7 +297,8 @@ class SimulatorLifecycle(SimulatorData):
                 "USER SIMULATOR NOT VALIDATED: its held-out click log-likelihood rests on only %d distinct held-out "
                 "sessions (< simulator_min_heldout_sessions=%d), too few to tell it from a position-only click model "
                 "(%.4f against %.4f). MULTR trains with %s's own ranking and propensity losses instead (a longer "
-                "click log or a larger simulator_heldout_fraction gives more; simulator_guard=none uses it "
+                "click log, a larger simulator_heldout_fraction or simulator_heldout_max_share=0.25, which holds out "
+                "the minimum where it is at most a quarter of the log, gives more; simulator_guard=none uses it "
                 "unvalidated)", sessions, config.simulator_min_heldout_sessions, simulator_ll, trivial_ll,
                 self.host_name(),
             )

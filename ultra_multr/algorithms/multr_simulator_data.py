@@ -10,6 +10,7 @@ feed instance on another seed stream; with a fixed click log, a seeded
 """
 from __future__ import annotations
 
+import logging
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
@@ -21,6 +22,7 @@ from ultra_multr.feeds.arrays import session_subset
 from ultra_multr.session_budget import LEDGER
 from ultra_multr.simulator.controls import shuffle_positions
 
+LOGGER = logging.getLogger("ultra_multr")
 #: SeedSequence spawn keys of the simulator's random streams (with the seed).
 HELDOUT_SPLIT_STREAM, HELDOUT_FEED_STREAM = 1, 2
 
@@ -63,7 +65,8 @@ class SimulatorData:
 
     def heldout_sessions(self, sessions_per_query: int) -> np.ndarray:
         """[Q, K] bool: the logged sessions held out from the simulator, a
-        seeded (seed 0 when none is set) ``max(1, round(fraction * Q * K))``
+        seeded (seed 0 when none is set) choice of
+        :meth:`~ultra_multr.simulator.training_config.SimulatorTrainingConfig.heldout_count`
         of the Q * K (query, session) pairs of a fixed click log.
 
         Raises:
@@ -74,6 +77,14 @@ class SimulatorData:
         n_heldout = self.hparams.heldout_count(
             n_sessions, " (%d queries x sessions_per_query=%d)" % (n_queries, sessions_per_query)
         )
+        share = self.hparams.heldout_share(n_sessions)
+        if n_heldout != share:
+            LOGGER.info(
+                "user simulator: %d of the click log's %d sessions held out (simulator_min_heldout_sessions, at most "
+                "simulator_heldout_max_share=%g of the log), where simulator_heldout_fraction=%g would hold out %d, "
+                "too few to judge it", n_heldout, n_sessions, self.hparams.simulator_heldout_max_share,
+                self.hparams.simulator_heldout_fraction, share,
+            )
         seed = self.hparams.seed or 0
         order = np.random.default_rng(np.random.SeedSequence([seed, HELDOUT_SPLIT_STREAM])).permutation(n_sessions)
         heldout = np.zeros(n_sessions, dtype=bool)

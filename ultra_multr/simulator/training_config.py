@@ -44,6 +44,10 @@ class SimulatorTrainingConfig:
             sessions held out from the simulator (at least one) to measure
             its click log-likelihood (:meth:`heldout_count`); with fresh
             clicks, held-out sessions are new draws instead.
+        simulator_heldout_max_share: with a fixed click log, > 0 raises the
+            held-out sessions to ``simulator_min_heldout_sessions`` where the
+            fraction holds out fewer and the minimum is at most this share of
+            the log (0: the fraction only; :meth:`heldout_count`).
         simulator_heldout_batches: batches of held-out sessions that
             measure the simulator's click log-likelihood.
         simulator_eval_every: measure the held-out log-likelihood (and write
@@ -77,6 +81,7 @@ class SimulatorTrainingConfig:
     simulator_position_size: int = 16
     teacher_forcing_ratio: float = 1.0
     simulator_heldout_fraction: float = 0.1
+    simulator_heldout_max_share: float = 0.0
     simulator_heldout_batches: int = 4
     simulator_eval_every: int = 250
     simulator_patience: int = 5
@@ -102,6 +107,10 @@ class SimulatorTrainingConfig:
             0.0 < self.simulator_heldout_fraction < 1.0,
             "simulator_heldout_fraction must be in (0, 1), got %r" % self.simulator_heldout_fraction,
         )
+        require(
+            0.0 <= self.simulator_heldout_max_share < 1.0,
+            "simulator_heldout_max_share must be in [0, 1), got %r" % self.simulator_heldout_max_share,
+        )
         require(self.simulator_heldout_batches > 0, "simulator_heldout_batches must be > 0")
         require(self.simulator_eval_every > 0, "simulator_eval_every must be > 0, got %d" % self.simulator_eval_every)
         require(self.simulator_patience >= 0, "simulator_patience must be >= 0, got %d" % self.simulator_patience)
@@ -122,9 +131,19 @@ class SimulatorTrainingConfig:
             position_size=self.simulator_position_size,
         )
 
+    def heldout_share(self, n_sessions: int) -> int:
+        """``max(1, round(simulator_heldout_fraction * n_sessions))``: the sessions the fraction alone holds out."""
+        return max(1, int(round(self.simulator_heldout_fraction * n_sessions)))
+
     def heldout_count(self, n_sessions: int, log: str = "") -> int:
         """Sessions of a fixed click log of ``n_sessions`` held out from the simulator:
-        ``max(1, round(simulator_heldout_fraction * n_sessions))``.
+        :meth:`heldout_share`, raised to ``simulator_min_heldout_sessions``
+        where that is at most ``simulator_heldout_max_share`` of the log.
+        Fewer held-out sessions than the minimum leave the simulator unjudged
+        (no early stopping, and ``simulator_guard=position`` does not use it):
+        with ``simulator_heldout_max_share=0.25`` a log of 4 to 10 times the
+        minimum (1,200 to 3,000 sessions at the defaults) gives up a little
+        more of its training share instead of its simulator.
 
         Args:
             log: what the log is, for the error message (e.g. its queries).
@@ -132,7 +151,9 @@ class SimulatorTrainingConfig:
         Raises:
             ValueError: no session would be left to train on.
         """
-        n_heldout = max(1, int(round(self.simulator_heldout_fraction * n_sessions)))
+        n_heldout = self.heldout_share(n_sessions)
+        if n_heldout < self.simulator_min_heldout_sessions <= self.simulator_heldout_max_share * n_sessions:
+            n_heldout = self.simulator_min_heldout_sessions
         if n_sessions - n_heldout < 1:
             raise ValueError(
                 "simulator_heldout_fraction=%g of a click log of %d sessions%s leaves no session to train the user "

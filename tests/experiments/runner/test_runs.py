@@ -28,9 +28,12 @@ def test_a_share_of_intervention_sessions_is_another_run():
     assert feed_hparams("click_model_json=cascade.json,intervention_share=0.1,intervention=shuffle") != swapped
 
 
-def test_multrs_propensity_update_every_of_one_leaves_the_fingerprint_of_runs_finished_before_the_option():
-    """At 1 the examination side is updated on every update, as before the option (the same losses and parameters,
-    bit for bit, checked when it was added): while it is 1 the option is not in the fingerprint."""
+@pytest.mark.parametrize("option, off, on", [("propensity_update_every", "1", 4),
+                                              ("simulator_heldout_max_share", "0", 0.25)])
+def test_a_multr_option_that_is_off_leaves_the_fingerprint_of_runs_finished_before_it(option, off, on):
+    """Off, each option runs as the code before it: propensity_update_every=1 updates the examination side on every
+    update (the same losses and parameters, bit for bit, checked when it was added); simulator_heldout_max_share=0
+    holds out the fraction alone (tests/simulator/test_training.py).  While off it is not in the fingerprint."""
     from conftest import require_ultra
 
     require_ultra()
@@ -40,10 +43,10 @@ def test_multrs_propensity_update_every_of_one_leaves_the_fingerprint_of_runs_fi
                                  "learning_algorithm_hparams": hparams})["learning_algorithm"]
 
     before = multr_hparams("seed=0,simulator_steps=10000")
-    assert before["propensity_ranker"] == "dla" and "propensity_update_every" not in before
-    assert multr_hparams("seed=0,simulator_steps=10000,propensity_update_every=1") == before
-    thinned = multr_hparams("seed=0,simulator_steps=10000,propensity_update_every=4")
-    assert thinned["propensity_update_every"] == 4 and thinned != before
+    assert before["propensity_ranker"] == "dla" and option not in before
+    assert multr_hparams("seed=0,simulator_steps=10000,%s=%s" % (option, off)) == before
+    switched = multr_hparams("seed=0,simulator_steps=10000,%s=%s" % (option, on))
+    assert switched[option] == on and switched != before
 
 
 def test_naming_the_old_logger_guard_default_keeps_the_fingerprint_of_runs_finished_under_it(monkeypatch):

@@ -103,6 +103,7 @@ _TYPED_HPARAMS = (
 _INERT_WHEN_OFF = (
     ("train_input_feed", "intervention_share", 0.0, ("intervention_share", "intervention")),
     ("learning_algorithm", "propensity_update_every", 1, ("propensity_update_every",)),  # MULTR's
+    ("learning_algorithm", "simulator_heldout_max_share", 0.0, ("simulator_heldout_max_share",)),  # MULTR's
 )
 
 
