@@ -356,10 +356,17 @@ def row_of(config, times, values, rss, total, peak_mb, exit_code, args, checked_
     }
 
 
-def fmt(value) -> str:
+#: columns written with more than 2 decimals: a step's seconds (a summary read back from the CSV multiplies it by
+#: the steps)
+PRECISE_COLUMNS = ("step_s",)
+
+
+def fmt(value, column: str) -> str:
     if value is None or value == "":
         return ""
-    return "%.2f" % value if isinstance(value, float) else str(value)
+    if not isinstance(value, float):
+        return str(value)
+    return ("%.6f" if column in PRECISE_COLUMNS else "%.2f") % value
 
 
 def group_of(row: Dict) -> str:
@@ -620,7 +627,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 row = run_once(args.main_py, config, data_dir, args, workdir, deadline)
                 row["repeat"] = repeat
                 rows.append(row)
-                print(",".join(fmt(row[c]) for c in COLUMNS), flush=True)
+                print(",".join(fmt(row[c], c) for c in COLUMNS), flush=True)
                 if row["status"] == "failed":
                     with open(os.path.join(workdir, "%s.log" % config)) as handle:
                         sys.stderr.write(handle.read()[-3000:])
@@ -630,7 +637,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             table = io.StringIO()
             writer = csv.DictWriter(table, fieldnames=COLUMNS)
             writer.writeheader()
-            writer.writerows({c: fmt(r[c]) for c in COLUMNS} for r in rows)
+            writer.writerows({c: fmt(r[c], c) for c in COLUMNS} for r in rows)
             atomic_write_text(args.out + ".csv", table.getvalue())
             atomic_write_text(args.out + ".md", markdown)
     return 0 if all(r["status"] != "failed" for r in rows) else 1

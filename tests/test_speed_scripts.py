@@ -73,8 +73,25 @@ def test_whole_run_gpu_script_tiny_mode_measures_the_pair_from_later_starts(tmp_
     row = re.search(r"^\| multr_default \| 1 \| ([0-9.]+) \| ([0-9.]+)x \| .*\| 2 / 2 \|", table, flags=re.M)
     assert row and float(row.group(2)) == pytest.approx(float(multr["total_s"]) / float(runs["dla"]["total_s"]), abs=0.01)
     assert "## Extrapolated to 10000 ranker steps (not measured)" in (out / "whole_run.md").read_text()
+    # a summary rewritten from the CSV (scale.py --summarize) gives the step times the runs' own summary gave
+    again = tmp_path / "again"
+    result = subprocess.run([sys.executable, os.path.join(REPO_ROOT, "benchmarks", "scale.py"), "--summarize",
+                             str(out / "whole_run.csv"), "--out", str(again)],
+                            capture_output=True, text=True, timeout=120, env=env, cwd=REPO_ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    live, rewritten = ms_per_step(out / "whole_run.md"), ms_per_step(tmp_path / "again.md")
+    assert list(rewritten) == ["multr_default", "dla"]
+    assert all(rewritten[c] == pytest.approx(live[c], abs=0.011) for c in live), (live, rewritten)
     assert "| DLA |" in (out / "step_time.log").read_text()
     assert "propensity_update_every=4 |" in (out / "propensity_ranker_cost.md").read_text()
+
+
+def ms_per_step(summary) -> dict:
+    """config -> ms / step of scale.py's table "Whole runs as measured" in the file ``summary``."""
+    table = summary.read_text().split("## Whole runs as measured")[1].split("\n## ")[0]
+    rows = [line.split("|")[1:-1] for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    column = [cell.strip() for cell in rows[0]].index("ms / step")
+    return {row[0].strip(): float(row[column]) for row in rows[1:]}
 
 
 def test_benchmark_scale_stops_a_run_at_its_time_limit_and_starts_no_other(tmp_path):
