@@ -109,7 +109,8 @@ def test_the_grids_multr_rows_name_their_logger_guard():
     guard = {name: method["learning_algorithm_hparams"].get("logger_guard")
              for name, method in screen.METHODS.items() if method["learning_algorithm"] == "ultra_multr.MULTR"}
     assert guard == {"multr_pilot": "none", "rand_multr_pilot": "none", "multr_swap10_pilot": "none",
-                     "multr_heldout15_pilot": "none", "multr_guarded_pilot": "order_fit"}
+                     "multr_heldout15_pilot": "none", "multr_minheldout_pilot": "none",
+                     "multr_guarded_pilot": "order_fit"}
 
 
 def test_the_grids_table_is_in_the_issues_format(tmp_path):
