@@ -92,6 +92,7 @@ GROUPS = {"recipe": "ultra_recipe", "stress": "stress"}
 SCREEN_METHODS = ("oracle_pilot", "dla_pilot")
 GRID_COLUMNS = ("data", "regime", "method", "runs", "ndcg10", "delta_vs_dla", "p_vs_dla", "p_holm")
 SET_COLUMNS = ("data", "set", "regime", "method", "runs", "ndcg10", "delta_vs_dla", "p_vs_dla")
+SEED_COLUMNS = ("data", "set", "seed", "regime", "method", "ndcg10", "delta_vs_dla", "p_vs_dla")
 GOAL_GAP, GOAL_P = 0.010, 0.01
 COLUMNS = ("recipe", "nonlinear", "label_noise", "features", "train_queries", "logger_ndcg10", "oracle_ndcg10",
            "dla_ndcg10", "gap", "p", "goal_met")
@@ -192,20 +193,26 @@ def grid_rows(runs_dir: str, methods: Sequence[str], regime: str = "cascade", n_
     return rows
 
 
-def set_rows(runs_dir: str, methods: Sequence[str], regime: str = "cascade", n_permutations: int = 10000
-             ) -> List[dict]:
-    """The spread behind :func:`grid_rows`: the same comparison on each set alone (columns :data:`SET_COLUMNS`)."""
+def set_rows(runs_dir: str, methods: Sequence[str], regime: str = "cascade", n_permutations: int = 10000,
+             by_seed: bool = False) -> List[dict]:
+    """The spread behind :func:`grid_rows`: the same comparison on each set alone (columns :data:`SET_COLUMNS`), or
+    with ``by_seed`` on each set and seed alone (:data:`SEED_COLUMNS`: a seed's clicks, log and initialisation are
+    the same for every method, so the runs of one seed are paired)."""
     runs = _finished(runs_dir, methods)
-    cells = sorted({(r.info["dataset"], r.info["fold"]) for records in runs.values() for r in records})
+
+    def cell(record) -> tuple:
+        return (record.info["dataset"], record.info["fold"]) + ((record.info["seed"],) if by_seed else ())
+
+    columns = SEED_COLUMNS if by_seed else SET_COLUMNS
     rows = []
-    for dataset, fold in cells:
-        dla = [r for r in runs.get("dla_pilot", []) if (r.info["dataset"], r.info["fold"]) == (dataset, fold)]
+    for key in sorted({cell(r) for records in runs.values() for r in records}):
+        dla = [r for r in runs.get("dla_pilot", []) if cell(r) == key]
         for method, records in runs.items():
-            mine = [r for r in records if (r.info["dataset"], r.info["fold"]) == (dataset, fold)]
+            mine = [r for r in records if cell(r) == key]
             if mine and dla:
-                row = _against_dla(mine, dla, method, n_permutations)
-                rows.append(dict({"data": GROUPS[dataset], "set": fold, "regime": regime},
-                                 **{c: row[c] for c in SET_COLUMNS[3:]}))
+                row = dict(_against_dla(mine, dla, method, n_permutations), data=GROUPS[key[0]], set=key[1],
+                           regime=regime, seed=key[2] if by_seed else "")
+                rows.append({c: row[c] for c in columns})
     return rows
 
 
@@ -361,6 +368,9 @@ def main(argv: Sequence[str] = None) -> int:
         write_rows(set_rows(os.path.join(out, "runs"), methods, args.regime), SET_COLUMNS, args.results,
                    name + "_sets", "Each set alone (the spread behind %s.md): against DLA on the same set, seeds "
                    "pooled." % name)
+        write_rows(set_rows(os.path.join(out, "runs"), methods, args.regime, by_seed=True), SEED_COLUMNS,
+                   args.results, name + "_seeds", "Each set and seed alone (the spread behind %s.md): against DLA on "
+                   "the same set and seed." % name)
         pairs = pair_rows(os.path.join(out, "runs"), args.regime)
         if pairs:
             write_rows(pairs, PAIR_COLUMNS, args.results, name + "_pairs", (

@@ -153,6 +153,28 @@ def test_the_grid_compares_each_group_with_its_own_dla(tmp_path):
         ("stress", "set", "MULTR", "-0.1667"), ("stress", "set", "DLA", "")]
 
 
+def test_the_per_seed_table_pairs_each_seed_with_its_own_dla(tmp_path):
+    from run_records import method_runs, write_runs
+
+    screen = load_screen()
+    records = (method_runs("dla_pilot", "baseline", {"set": [0.5, 0.6, 0.7]}, seeds=(0,), dataset="recipe")
+               + method_runs("dla_pilot", "baseline", {"set": [0.9, 0.9, 0.9]}, seeds=(1,), dataset="recipe")
+               + method_runs("multr_pilot", "multr", {"set": [0.6, 0.7, 0.8]}, seeds=(0,), dataset="recipe")
+               + method_runs("multr_pilot", "multr", {"set": [0.8, 0.8, 0.8]}, seeds=(1,), dataset="recipe"))
+    write_runs(tmp_path, records)
+    per_seed = screen.set_rows(str(tmp_path), ["multr_pilot", "dla_pilot"], "sparse", n_permutations=100,
+                               by_seed=True)
+    assert [tuple(r[c] for c in screen.SEED_COLUMNS[:7]) for r in per_seed] == [
+        ("ultra_recipe", "set", 0, "sparse", "MULTR", "0.7000", "+0.1000"),
+        ("ultra_recipe", "set", 0, "sparse", "DLA", "0.6000", ""),
+        ("ultra_recipe", "set", 1, "sparse", "MULTR", "0.8000", "-0.1000"),
+        ("ultra_recipe", "set", 1, "sparse", "DLA", "0.9000", "")]
+    # pooled over the seeds the two cancel: the per-seed table is what shows the spread
+    (pooled,) = [r for r in screen.set_rows(str(tmp_path), ["multr_pilot", "dla_pilot"], n_permutations=100)
+                 if r["method"] == "MULTR"]
+    assert pooled["delta_vs_dla"] in ("+0.0000", "-0.0000")
+
+
 def test_the_screenings_tables_hold_each_recipes_row(tmp_path):
     screen = load_screen()
     row = {"recipe": "quadratic_2", "nonlinear": 2.0, "label_noise": 0.5, "features": 20, "train_queries": 1000,
