@@ -55,7 +55,7 @@ def trajectories(multr, dla, feed, data, steps):
 @pytest.mark.parametrize("why", ["rejected", "not_validated"])
 def test_a_simulator_not_used_leaves_dlas_losses_and_updates(synthetic_data_dir, monkeypatch, caplog, form, why):
     hparams = ",".join([COMMON, SIMULATOR, form, "simulator_guard=position"])
-    if why == "not_validated":  # the real 2-step simulator, judged on 16 held-out sessions: too few
+    if why == "not_validated":  # 16 held-out sessions would judge the simulator: too few, so it is not trained
         hparams += ",simulator_min_heldout_sessions=17"
     multr, feed, data = build(synthetic_data_dir, hparams)
     if why == "rejected":
@@ -64,12 +64,17 @@ def test_a_simulator_not_used_leaves_dlas_losses_and_updates(synthetic_data_dir,
     with caplog.at_level(logging.WARNING, logger="ultra_multr"):
         multr.prepare_simulator()
     assert multr.simulator_fallback
-    expected = {"rejected": "USER SIMULATOR REJECTED", "not_validated": "USER SIMULATOR NOT VALIDATED"}[why]
-    assert expected in caplog.text and "on 16 distinct held-out sessions" in caplog.text.replace(
-        "rests on only 16 distinct held-out sessions", "on 16 distinct held-out sessions"
-    )
-    decision = LEDGER.summary()["decisions"]["user_simulator"]
+    expected = {"rejected": "USER SIMULATOR REJECTED: its held-out click log-likelihood -1000.0000 per session on 16 "
+                            "distinct held-out sessions",
+                "not_validated": "USER SIMULATOR NOT VALIDATED: only 16 distinct held-out sessions would measure it "
+                                 "(< simulator_min_heldout_sessions=17)"}[why]
+    assert expected in caplog.text
+    decisions = LEDGER.summary()["decisions"]
+    decision = decisions["user_simulator"]
     assert decision["decision"] == why and decision["heldout_sessions"] == 16 and decision["host_losses"] is True
+    # not validated: known before training, so no simulator step ran (none drew a session)
+    assert decisions["simulator_training"]["steps_run"] == (0 if why == "not_validated" else 2)
+    assert ("simulator_train" in LEDGER.summary()["phases"]) == (why == "rejected")
     # a high learning rate over several updates: the randomized form's old fallback stopped on exam_loss=nan
     for multr_losses, dla_losses in trajectories(multr, dla, feed, data, steps=6):
         assert all(torch.isfinite(torch.tensor(multr_losses)))

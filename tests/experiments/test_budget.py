@@ -47,8 +47,8 @@ CASES = {
 EXPECTED = {
     "simulator not validated": {
         "pilot choice": "the user simulator is not used",
-        "refused": "only 16 distinct held-out sessions; only 16 distinct held-out sessions; "
-                   "USER SIMULATOR NOT VALIDATED",
+        # known before training: the simulator is not trained (no early-stopping refusal), only not validated
+        "refused": "only 16 distinct held-out sessions; USER SIMULATOR NOT VALIDATED",
     },
     "simulator rejected": {"pilot choice": "the user simulator is not used", "refused": "USER SIMULATOR REJECTED"},
     "too few validation queries": {"pilot choice": "", "refused": "only 12 validation queries"},

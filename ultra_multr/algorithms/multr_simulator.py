@@ -43,6 +43,10 @@ from ultra_multr.algorithms.multr_simulator_data import HELDOUT_FEED_STREAM, Fee
 
 #: validate_simulator's decisions that make MULTR train with its host's losses (under simulator_guard=position).
 FALLBACK_DECISIONS = ("rejected", "not_validated")
+#: what gives a simulator more held-out sessions, for the warnings of too few
+MORE_HELDOUT = ("a longer click log, a larger simulator_heldout_fraction or simulator_heldout_max_share=0.25, which "
+                "holds out the minimum where it is at most a quarter of the log, gives more; simulator_guard=none "
+                "trains and uses it unvalidated")
 #: What metadata keys a checkpoint must match to be of the same data.
 FINGERPRINTS = ("data_fingerprint", "click_model_fingerprint")
 
@@ -156,6 +160,9 @@ class SimulatorLifecycle(SimulatorData):
                 LOGGER.info("user simulator: %s differs in %s; training a new one", path, ", ".join(differ))
         if steps > 0:
             fit = self.train_simulator(wanted, path + ".partial" if path else None)
+            if fit is None:  # too few held-out sessions to judge it: not trained, not used (recorded, warned)
+                self._simulator_ready = True
+                return
             if path:
                 save_simulator(path, self.simulator, fit)
                 LOGGER.info("user simulator: saved %s (%.1f s)", path, time.perf_counter() - started)
@@ -201,11 +208,17 @@ class SimulatorLifecycle(SimulatorData):
             click_model, arrays.features[rows], arrays.labels[arrays.mask], self.rank_list_size
         ).to(self.device)
 
-    def train_simulator(self, metadata: Dict, partial_path: Optional[str] = None) -> Dict:
+    def train_simulator(self, metadata: Dict, partial_path: Optional[str] = None) -> Optional[Dict]:
         """Algorithm 1, lines 2-5: :func:`ultra_multr.simulator.trainer.train_simulator` on the
         training click stream, measured on held-out sessions (:meth:`simulator_data`); returns the
         checkpoint metadata (``metadata`` plus the held-out results).  Its steps and early stopping go to the
         run's ledger (decision ``simulator_training``).
+
+        Returns None without training when fewer than ``simulator_min_heldout_sessions``
+        distinct held-out sessions would measure it and ``simulator_guard=position``:
+        :meth:`validate_simulator` would not validate it, so it would never be used.  The
+        verdict is recorded and warned at once (``not_validated``, MULTR on its host's losses)
+        instead of after ``simulator_steps`` steps.
 
         Every ``simulator_eval_every`` steps the training state goes to
         ``partial_path`` (when given), from which a killed run resumes and
@@ -215,6 +228,21 @@ class SimulatorLifecycle(SimulatorData):
         open_training_writer()  # the simulator's curves go beside the ranker's
         feed, heldout_feed = self._click_feed(), self._click_feed(HELDOUT_FEED_STREAM)
         train_set, heldout_set = self.simulator_data(feed)
+        heldout_sessions = self.heldout_session_count(train_set, heldout_set, feed)
+        if heldout_sessions < config.simulator_min_heldout_sessions and config.simulator_guard == "position":
+            LEDGER.record_decision("simulator_training", {
+                "steps_run": 0, "best_step": 0, "early_stopping": "not_trained",
+                "heldout_sessions": heldout_sessions, "min_heldout_sessions": config.simulator_min_heldout_sessions,
+            })
+            self._record_verdict("not_validated", heldout_sessions)
+            LOGGER.warning(
+                "USER SIMULATOR NOT VALIDATED: only %d distinct held-out sessions would measure it "
+                "(< simulator_min_heldout_sessions=%d), too few to tell it from a position-only click model, so "
+                "simulator_guard=position would not use it; it is not trained. MULTR trains with %s's own ranking "
+                "and propensity losses instead (%s)", heldout_sessions, config.simulator_min_heldout_sessions,
+                self.host_name(), MORE_HELDOUT,
+            )
+            return None
         with LEDGER.in_phase("simulator_heldout"):
             heldout = [self._session_batch(heldout_feed, heldout_set) for _ in range(config.simulator_heldout_batches)]
         LOGGER.info(
@@ -224,7 +252,7 @@ class SimulatorLifecycle(SimulatorData):
         )
         fit = train_simulator(
             self.simulator, config, FeedStream(self, feed, train_set), heldout,
-            self.heldout_session_count(train_set, heldout_set, feed), self.generator, partial_path, metadata,
+            heldout_sessions, self.generator, partial_path, metadata,
         )
         LEDGER.record_decision("simulator_training", {
             "steps_run": fit.steps_run,
@@ -242,6 +270,22 @@ class SimulatorLifecycle(SimulatorData):
             if not issubclass(cls, SimulatorLifecycle) and hasattr(cls, "config_class")
         )
 
+    def _record_verdict(self, decision: str, sessions: Optional[int], simulator_ll: Optional[float] = None,
+                        trivial_ll: Optional[float] = None) -> None:
+        """Whether the simulator is used after ``decision`` (``simulator_fallback``); the run ledger's record of it."""
+        config = self.hparams
+        self.simulator_fallback = decision in FALLBACK_DECISIONS and config.simulator_guard == "position"
+        LEDGER.record_decision("user_simulator", {
+            "decision": decision,
+            "used": not self.simulator_fallback,
+            "host_losses": self.simulator_fallback,
+            "heldout_sessions": sessions,
+            "min_heldout_sessions": config.simulator_min_heldout_sessions,
+            "heldout_log_likelihood": simulator_ll,
+            "position_only_log_likelihood": trivial_ll,
+            "simulator_guard": config.simulator_guard,
+        })
+
     def validate_simulator(self, fit: Dict) -> str:
         """Judge a trained simulator on its held-out sessions; record and return the decision.
 
@@ -249,7 +293,9 @@ class SimulatorLifecycle(SimulatorData):
         position-only click model (:mod:`ultra_multr.simulator.trivial`);
         "rejected": below it; "not_validated": measured on fewer than
         ``simulator_min_heldout_sessions`` distinct held-out sessions, too few
-        to tell; "not_compared": a checkpoint without the comparison.  Under
+        to tell (:meth:`train_simulator` records it without training where
+        the count alone decides); "not_compared": a checkpoint without the
+        comparison.  Under
         ``simulator_guard=position`` a rejected or unvalidated simulator is
         never used: MULTR trains with its host algorithm's own ranking and
         propensity losses (warned).  The decision, the sessions it rests on
@@ -265,17 +311,7 @@ class SimulatorLifecycle(SimulatorData):
             decision = "not_validated"
         else:
             decision = "accepted" if simulator_ll >= trivial_ll else "rejected"
-        self.simulator_fallback = decision in FALLBACK_DECISIONS and config.simulator_guard == "position"
-        LEDGER.record_decision("user_simulator", {
-            "decision": decision,
-            "used": not self.simulator_fallback,
-            "host_losses": self.simulator_fallback,
-            "heldout_sessions": sessions,
-            "min_heldout_sessions": config.simulator_min_heldout_sessions,
-            "heldout_log_likelihood": simulator_ll,
-            "position_only_log_likelihood": trivial_ll,
-            "simulator_guard": config.simulator_guard,
-        })
+        self._record_verdict(decision, sessions, simulator_ll, trivial_ll)
         if decision == "not_compared":
             LOGGER.info("user simulator: no position-only baseline in its metadata (an older checkpoint); not compared")
             return decision
@@ -296,10 +332,8 @@ class SimulatorLifecycle(SimulatorData):
             LOGGER.warning(
                 "USER SIMULATOR NOT VALIDATED: its held-out click log-likelihood rests on only %d distinct held-out "
                 "sessions (< simulator_min_heldout_sessions=%d), too few to tell it from a position-only click model "
-                "(%.4f against %.4f). MULTR trains with %s's own ranking and propensity losses instead (a longer "
-                "click log, a larger simulator_heldout_fraction or simulator_heldout_max_share=0.25, which holds out "
-                "the minimum where it is at most a quarter of the log, gives more; simulator_guard=none uses it "
-                "unvalidated)", sessions, config.simulator_min_heldout_sessions, simulator_ll, trivial_ll,
-                self.host_name(),
+                "(%.4f against %.4f). MULTR trains with %s's own ranking and propensity losses instead (%s)",
+                sessions, config.simulator_min_heldout_sessions, simulator_ll, trivial_ll, self.host_name(),
+                MORE_HELDOUT,
             )
         return decision
