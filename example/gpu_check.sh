@@ -100,9 +100,11 @@ settings["train_input_hparams"] = "click_model_json=%s,seed=0" % os.path.join(
     repo, "settings", "click_models", "cascade_eps0.1_ymax4.json")
 settings["ranking_model_hparams"] = "hidden_layer_sizes=[64,32]"
 # logger_guard=none: the generated log orders by the label plus noise, so the logger guard (MULTR's default) would
-# fire and MULTR would train as DLA, leaving its simulator on the device unchecked
+# fire and MULTR would train as DLA, leaving its simulator on the device unchecked; simulator_guard=none: its 4 x 64
+# held-out sessions are under simulator_min_heldout_sessions, so the simulator guard would not train it: with it off
+# the simulator and the DR loss run on the device
 hparams = ("sample_num=4,simulator_steps=200,simulator_batch_size=64,rerank_pilot_steps=20,seed=0,log_every=50,"
-           "logger_guard=none,device=%s")
+           "logger_guard=none,simulator_guard=none,device=%s")
 settings["learning_algorithm_hparams"] = hparams % device
 with open(os.path.join(run, "settings.json"), "w") as handle:
     json.dump(settings, handle, indent=1)

@@ -229,10 +229,11 @@ def test_multr_default_trains_on_a_tiangong_view_through_main_py(tmp_path):
     with open(os.path.join(REPO_ROOT, "settings", "multr_dla.json")) as handle:
         base = json.load(handle)
     # logger_guard=none: 10 training queries are too few for the logger guard (MULTR's default), which would fire and
-    # leave DLA's losses, the estimator untested
+    # leave DLA's losses, the estimator untested; simulator_min_heldout_sessions=1: so are their held-out sessions to
+    # judge a simulator, which MULTR would then not train
     base.update(settings, ranking_model_hparams="hidden_layer_sizes=[8]",
                 learning_algorithm_hparams="simulator_steps=2,simulator_batch_size=8,sample_num=1,rerank_pilot_steps=1,"
-                                           "logger_guard=none,seed=0")
+                                           "logger_guard=none,simulator_min_heldout_sessions=1,seed=0")
     (tmp_path / "multr.json").write_text(json.dumps(base))
     model_dir = str(tmp_path / "model")
     result = run_ultra_main(find_ultra_main(), [

@@ -30,8 +30,10 @@ SHORT_HPARAMS = {"simulator_steps": "4"}
 #: Added to every MULTR setting so its phases stay short.  logger_guard=none: the test data's logger orders by the
 #: label plus noise on 60 training queries, so the logger guard (on by default) would fire and each MULTR file would
 #: train as DLA, its own simulator and loss untested (tests/algorithms/test_logger_guard.py tests the guard).
+#: simulator_min_heldout_sessions=1: the test data hold out a few dozen sessions, and MULTR does not train a simulator
+#: too few of them would judge (simulator_guard=position would not use it); these runs go through its training.
 SHORT_MULTR_HPARAMS = {"simulator_batch_size": "16", "rerank_pilot_steps": "2", "simulator_log_every": "2",
-                       "logger_guard": "none"}
+                       "logger_guard": "none", "simulator_min_heldout_sessions": "1"}
 
 
 def readme_demo_command() -> List[str]:

@@ -194,9 +194,11 @@ def tmpfs_dir(tmp_path):
 @pytest.mark.slow
 def test_a_full_disk_names_the_simulator_checkpoint(ultra_main, synthetic_data_dir, tmp_path, tmpfs_dir):
     # a simulator of ~800 kB; logger_guard=none: the suite's log orders by the label, so the guard (MULTR's default)
-    # would fire and no simulator would be written
+    # would fire and no simulator would be written; simulator_min_heldout_sessions=1: nor would one that too few
+    # held-out sessions judge
     settings = write_settings(tmp_path, "multr_dla.json", algorithm_hparams="sample_num=2,simulator_steps=4,"
-                              "simulator_batch_size=16,seed=0,rerank_pilot_steps=1,logger_guard=none")
+                              "simulator_batch_size=16,seed=0,rerank_pilot_steps=1,logger_guard=none,"
+                              "simulator_min_heldout_sessions=1")
     run = run_ultra_main(ultra_main, main_args(settings, tmpfs_dir, synthetic_data_dir, "--max_train_iteration",
                                                "2"), cwd=str(tmp_path), check=False, wrapper=small_disk(tmpfs_dir))
     assert run.returncode != 0

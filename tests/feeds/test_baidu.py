@@ -104,10 +104,11 @@ def _settings(tmp_path, data_dir, algorithm, hparams):
 
 
 #: MULTR's logger_guard=none: the generated Baidu log (its logger orders by the grade plus noise, on few queries)
-#: would fire the guard (MULTR's default) and no simulator phase would run.
+#: would fire the guard (MULTR's default) and no simulator phase would run; simulator_min_heldout_sessions=1: its few
+#: held-out sessions could not judge a simulator, which MULTR then does not train.
 @pytest.mark.parametrize("algorithm, hparams", [
     ("ultra_multr.MULTR", "sample_num=2,simulator_steps=4,simulator_batch_size=16,simulator_log_every=2,"
-                          "rerank_weight=paper,logger_guard=none,seed=0"),
+                          "rerank_weight=paper,logger_guard=none,simulator_min_heldout_sessions=1,seed=0"),
     ("ultra_multr.DLA", "learning_rate=0.05,seed=0"),
 ])
 @pytest.mark.slow
@@ -231,7 +232,7 @@ def test_main_py_trains_multr_on_the_768_d_embeddings(ultra_main, baidu_data, tm
     assert convert_main(["--annotations", log.validation_file, "--log_files", patterns, "--out", out,
                          "--stub_lists", "10", "--features", "embedding"]) == 0
     hparams = ("sample_num=2,simulator_steps=4,simulator_batch_size=16,simulator_log_every=2,rerank_weight=paper,"
-               "logger_guard=none,seed=0")
+               "logger_guard=none,simulator_min_heldout_sessions=1,seed=0")
     model_dir = str(tmp_path / "model")
     args = ["--setting_file", _settings(tmp_path, out + "/", "ultra_multr.MULTR", hparams), "--data_dir", out + "/",
             "--model_dir", model_dir, "--output_dir", model_dir + "/out/", "--batch_size", "16",
