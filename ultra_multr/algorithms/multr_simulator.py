@@ -230,10 +230,7 @@ class SimulatorLifecycle(SimulatorData):
         train_set, heldout_set = self.simulator_data(feed)
         heldout_sessions = self.heldout_session_count(train_set, heldout_set, feed)
         if heldout_sessions < config.simulator_min_heldout_sessions and config.simulator_guard == "position":
-            LEDGER.record_decision("simulator_training", {
-                "steps_run": 0, "best_step": 0, "early_stopping": "not_trained",
-                "heldout_sessions": heldout_sessions, "min_heldout_sessions": config.simulator_min_heldout_sessions,
-            })
+            self._record_training(0, 0, "not_trained", heldout_sessions)
             self._record_verdict("not_validated", heldout_sessions)
             LOGGER.warning(
                 "USER SIMULATOR NOT VALIDATED: only %d distinct held-out sessions would measure it "
@@ -254,14 +251,19 @@ class SimulatorLifecycle(SimulatorData):
             self.simulator, config, FeedStream(self, feed, train_set), heldout,
             heldout_sessions, self.generator, partial_path, metadata,
         )
-        LEDGER.record_decision("simulator_training", {
-            "steps_run": fit.steps_run,
-            "best_step": fit.best_step,
-            "early_stopping": fit.early_stopping,
-            "heldout_sessions": fit.heldout_sessions,
-            "min_heldout_sessions": config.simulator_min_heldout_sessions,
-        })
+        self._record_training(fit.steps_run, fit.best_step, fit.early_stopping, fit.heldout_sessions)
         return dict(metadata, **fit.checkpoint_facts())
+
+    def _record_training(self, steps_run: int, best_step: int, early_stopping: str, heldout_sessions: int) -> None:
+        """The run ledger's decision ``simulator_training``: the steps run, the state kept, early stopping
+        (:data:`ultra_multr.simulator.trainer.EARLY_STOPPING`, or "not_trained") and the held-out sessions."""
+        LEDGER.record_decision("simulator_training", {
+            "steps_run": steps_run,
+            "best_step": best_step,
+            "early_stopping": early_stopping,
+            "heldout_sessions": heldout_sessions,
+            "min_heldout_sessions": self.hparams.simulator_min_heldout_sessions,
+        })
 
     def host_name(self) -> str:
         """The IPW algorithm this mixin sits on (``DLA`` for :class:`MULTR`)."""
