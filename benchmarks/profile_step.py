@@ -50,7 +50,7 @@ def main() -> None:
         common, "simulator_steps=0,imputation=sampled,dr_weight_guard=clip,sample_num=%d" % args.samples, args.multr_hparams
     ]))
     multr = MULTR(data_set, settings("ultra_multr.MULTR", multr_hparams, args.list_size))
-    multr.prepare_simulator()
+    multr.prepare()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
     for name, step in [("DLA", functools.partial(dla.train, feed)), ("MULTR " + multr_hparams, functools.partial(multr.train, feed))]:

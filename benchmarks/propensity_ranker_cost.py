@@ -64,8 +64,7 @@ def build(data_dir: str, algorithm: str, hparams: str, batch_size: int):
     data.pad(data.rank_list_size)
     model = ultra.utils.find_class(algorithm)(data, settings)
     feed = ultra.utils.find_class(settings["train_input_feed"])(model, batch_size, settings["train_input_hparams"])
-    if hasattr(model, "prepare_simulator"):
-        model.prepare_simulator()
+    model.prepare()
     return model, feed, data
 
 

@@ -105,7 +105,7 @@ def interleaved_times(
 def simulator_training_step(multr: MULTR, feed: dict, list_size: int, graphed: bool) -> Callable[[], None]:
     """One Adam step (MULTR's default optimizer) of the simulator loss on the feed's clicks (its own copy of
     the simulator), eager or replayed as a CUDA graph."""
-    simulator = ContextAwareUserSimulator(multr.simulator_config).to(multr.device)
+    simulator = ContextAwareUserSimulator(multr.simulator_phase.simulator_config).to(multr.device)
     optimizer = torch.optim.Adam(simulator.parameters(), lr=0.005, capturable=graphed)
     batch = multr.batch(feed, list_size)
     if graphed:
@@ -216,7 +216,7 @@ def main() -> None:
                 args.list_size,
             ),
         )
-        multr.prepare_simulator()  # random weights: sampling costs the same as after training
+        multr.prepare()  # random weights: sampling costs the same as after training
         steps[name] = functools.partial(multr.train, feed)
         peaks[name] = warm_up_and_peak(steps[name], args.warmup, device)
     pass_seconds = []
@@ -237,7 +237,7 @@ def main() -> None:
             ),
         )
         started = time.perf_counter()
-        expected.prepare_simulator()  # the one-off pass over the batch's lists
+        expected.prepare()  # the one-off pass over the batch's lists
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         pass_seconds.append((time.perf_counter() - started) * 1000.0 / args.batch_size)
@@ -246,7 +246,7 @@ def main() -> None:
     features = multr.batch(feed, args.list_size).features
     for samples in args.samples:
         steps["lower bound: simulator matrix products alone, sample_num=%d" % samples] = simulator_matrix_products(
-            multr.simulator_config, features, samples, args.list_size
+            multr.simulator_phase.simulator_config, features, samples, args.list_size
         )
     steps["simulator training step (Adam)"] = simulator_training_step(multr, feed, args.list_size, graphed=False)
     if device.type == "cuda":
@@ -276,7 +276,7 @@ def main() -> None:
     if pass_seconds:
         print(
             "imputation=expected one-off pass (imputation_samples=%d): %s s per 1,000 lists"
-            % (expected.hparams.imputation_samples, ", ".join("%.1f" % t for t in pass_seconds))
+            % (expected.hparams.dr.imputation_samples, ", ".join("%.1f" % t for t in pass_seconds))
         )
 
 

@@ -69,7 +69,7 @@ def build(data_dir, hparams, seed_feed=0, feed="ultra_multr.feeds.ClickSimulatio
     data = ultra.utils.read_data(data_dir, "train", None, 0)
     settings = {
         "train_input_feed": feed,
-        "train_input_hparams": feed_hparams or "click_model_json=%s,seed=%d" % (CASCADE, seed_feed),
+        "train_input_hparams": "click_model_json=%s,seed=%d" % (CASCADE, seed_feed) if feed_hparams is None else feed_hparams,
         "ranking_model": "ultra.ranking_model.DNN",
         "ranking_model_hparams": "hidden_layer_sizes=[32,16]",
         "learning_algorithm": algorithm,

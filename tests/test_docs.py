@@ -84,3 +84,19 @@ def test_page_titles_carry_no_issue_numbers():
     pages = [p for p in markdown_files() if p.startswith(("docs/", "studies/")) and "/results/" not in p or p == "README.md"]
     titled = [p for p in pages if re.search(r"issue \d", read(p).splitlines()[0] if read(p) else "", re.I)]
     assert not titled, "page titles with an issue number: %s" % ", ".join(titled)
+
+
+#: A path into this repository's own folders (ULTRA's checkout has an example/ folder too: left out).
+REPO_PATH = re.compile(r"(?<![\w/.-])((?:docs|studies|benchmarks|settings)/[\w./-]*\w\.(?:md|json|py|sh|csv))")
+
+
+def test_every_repository_path_a_python_file_names_exists():
+    """Docstrings and comments point readers to pages and files; a page renamed or removed leaves them pointing
+    nowhere (MULTR's docstrings named two pages merged into others long after)."""
+    missing = []
+    for path in our_files():
+        if path.endswith(".py"):
+            for line_number, line in enumerate(read(path).splitlines(), 1):
+                missing += ["%s:%d: %s" % (path, line_number, m.group(1)) for m in REPO_PATH.finditer(line)
+                            if not os.path.exists(os.path.join(REPO, m.group(1)))]
+    assert not missing, "\n".join(missing)

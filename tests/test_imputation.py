@@ -140,10 +140,10 @@ def test_expected_loss_is_the_mean_of_the_sampled_loss(device):
     features, mask = random_lists(6, seed=4)
     data_set = raw_data(features, mask)
     sampled, expected = multr(data_set, "sampled", 3, device=device), multr(data_set, "expected", 3, device=device)
-    sampled.simulator.load_state_dict(varied_simulator().state_dict())
-    expected.simulator.load_state_dict(sampled.simulator.state_dict())
-    sampled.prepare_simulator()
-    expected.prepare_simulator()  # the one-off pass over the data set's 6 lists
+    sampled.simulator_phase.network.load_state_dict(varied_simulator().state_dict())
+    expected.simulator_phase.network.load_state_dict(sampled.simulator_phase.network.state_dict())
+    sampled.prepare()
+    expected.prepare()  # the one-off pass over the data set's 6 lists
     generator = torch.Generator().manual_seed(5)
     clicks = (torch.rand(mask.shape, generator=generator) < 0.4).float() * mask
     weights = 0.5 + 2.0 * torch.rand(mask.shape, generator=generator)  # IPW weights, not 1
@@ -168,20 +168,21 @@ def test_expected_loss_is_the_mean_of_the_sampled_loss(device):
     tolerance = 4 * standard_error
     assert abs(expected_loss - float(draws.mean())) < tolerance
     # The check can fail: the loss without the re-ranked term is outside it.
-    observed, randomized = (t.cpu() for t in expected.pseudo_clicks(batch))
+    observed, randomized = (t.cpu() for t in expected.doubly_robust.pseudo_clicks(batch))
     assert randomized.shape == (6, 3, N)
-    without = float(losses.dr_loss(scores, mask, clicks, observed, randomized[:, :0], weights, normalization="none"))
+    without = float(losses.DoublyRobustLoss(guard="clip", reduction="none")(
+        scores, mask, clicks, observed, randomized[:, :0], weights)[0])
     assert abs(without - float(draws.mean())) > tolerance
-    assert expected.pseudo_click_cache.misses == 0
+    assert expected.doubly_robust.pseudo_click_cache.misses == 0
 
 
 def test_our_feed_shows_only_cached_lists():
     features, mask = random_lists(20, seed=6)
     data_set = raw_data(features, mask)
     model = multr(data_set, "expected", 2, samples=16)
-    model.prepare_simulator()
+    model.prepare()
     feed = ClickSimulationFeed(model, 16, "oracle_mode=true")
     for _ in range(3):
         input_feed, _ = feed.get_batch(data_set)
         model.train(input_feed)
-    assert model.pseudo_click_cache.misses == 0 and len(model.pseudo_click_cache) == 20
+    assert model.doubly_robust.pseudo_click_cache.misses == 0 and len(model.doubly_robust.pseudo_click_cache) == 20

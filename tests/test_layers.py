@@ -24,6 +24,7 @@ FLOORS = [
                     "data.settings", "data.ultre", "data.ultre_checks", "data.compact_reader", "data.feature_text",
                     "data.feature_cache", "session_budget", "click_models.ultra"]),
     ("feeds", ["feeds", "feeds.*"]),
+    ("components", ["components", "components.*"]),
     ("algorithms", ["algorithms", "algorithms.*"]),
     ("tooling", ["data.*", "generate", "generate.*", "click_logs.*", "experiments", "experiments.*"]),
 ]

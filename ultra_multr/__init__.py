@@ -21,7 +21,7 @@ _EXPORTS = {
     "PairD": "ultra_multr.algorithms.paird",
     "REM": "ultra_multr.algorithms.rem",
     "MULTR": "ultra_multr.algorithms.multr",
-    "MULTRConfig": "ultra_multr.algorithms.multr_config",
+    "MULTRConfig": "ultra_multr.algorithms.multr",
     "ContextAwareUserSimulator": "ultra_multr.simulator",
     "SimulatorConfig": "ultra_multr.simulator",
 }

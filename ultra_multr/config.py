@@ -6,16 +6,197 @@ only *prints* names it does not know.  Here every algorithm, model and feed
 declares a frozen dataclass; :func:`parse_hparams` turns the string into that
 dataclass and rejects unknown names (suggesting the closest known one),
 values of the wrong type, and values that fail the dataclass's own checks.
+
+Groups.  A field declared with :func:`group` holds a group of knobs, itself
+such a dataclass: its fields join the one flat namespace of
+the string (``simulator_steps=100`` sets ``config.simulator.simulator_steps``),
+so a settings file never names a group.  A knob name is unique across the
+groups of a class (:func:`knobs` refuses a class where it is not).
+
+Values.  Besides bool, int, float, str, Optional and tuples, a knob may be a
+:class:`Choice` (a fixed set of strings) or any class with a ``parse(text)``
+classmethod (e.g. :class:`ultra_multr.losses.dr.RerankWeight`); its ``str`` is
+what the string said.
+
+Identity.  What a run or a checkpoint *is* follows from its knobs, and each
+knob declares, once, how it enters (:func:`knob`, :class:`Identity`):
+
+* every knob is part of a run's identity (the study runner's fingerprint:
+  :func:`identity` with ``"run"``) unless it is inert: an option added after
+  runs had finished, left out while it holds the value that changes nothing
+  (:class:`Off`, :class:`SameAs`), so those runs stay valid;
+* a knob with ``checkpoint=True`` is part of the user simulator checkpoint's
+  identity (:func:`identity` with ``"checkpoint"``; inert ones likewise);
+* ``old_default``: the value before the knob's default changed; a settings
+  string that names it keeps the fingerprint of runs finished under the old
+  default (:func:`old_defaults`).
 """
 from __future__ import annotations
 
 import collections.abc
 import dataclasses
 import difflib
+import enum
+import functools
+import json
 import typing
-from typing import Any, Dict, List, Type, TypeVar
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Type, TypeVar, Union
 
 T = TypeVar("T")
+#: Field metadata keys: a knob's :class:`Identity`; a field that holds a group (:func:`group`).
+IDENTITY, GROUP = "ultra_multr.identity", "ultra_multr.group"
+_UNSET = object()
+
+
+class Choice(str, enum.Enum):
+    """A knob with a fixed set of string values: equal to its value (``WeightGuard.CLIP == "clip"``), printed as it."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    @classmethod
+    def parse(cls, text: str) -> "Choice":
+        """The member whose value is ``text``.
+
+        Raises:
+            ValueError: naming the known values (and the closest one).
+        """
+        for member in cls:
+            if member.value == text:
+                return member
+        known = [str(member.value) for member in cls]
+        close = difflib.get_close_matches(text, known, n=1)
+        hint = " (did you mean %r?)" % close[0] if close else ""
+        raise ValueError("expected one of %s, got %r%s" % (", ".join(known), text, hint))
+
+
+@dataclasses.dataclass(frozen=True)
+class Off:
+    """Inert while the knob ``switch`` holds ``value`` (the option's off state, which changes nothing)."""
+
+    switch: str
+    value: Any
+
+    def holds(self, values: Mapping[str, Any], name: str) -> bool:
+        return values.get(self.switch) == self.value
+
+
+@dataclasses.dataclass(frozen=True)
+class SameAs:
+    """Inert while the knob equals the knob ``other`` (it split off from ``other``, which set both before)."""
+
+    other: str
+
+    def holds(self, values: Mapping[str, Any], name: str) -> bool:
+        return values.get(name) == values.get(self.other)
+
+
+@dataclasses.dataclass(frozen=True)
+class Identity:
+    """How a knob enters the identity of what it makes (see the module docstring).
+
+    Attributes:
+        checkpoint: part of the user simulator checkpoint's identity (its metadata key is the knob's name).
+        inert_when: left out of both identities while this holds.
+        old_default: the default before it changed (unset: it never changed).
+    """
+
+    checkpoint: bool = False
+    inert_when: Optional[Union[Off, SameAs]] = None
+    old_default: Any = _UNSET
+
+
+def knob(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, checkpoint: bool = False,
+         inert_when: Optional[Union[Off, SameAs]] = None, old_default: Any = _UNSET) -> Any:
+    """A dataclass field with its :class:`Identity` declared."""
+    identity = Identity(checkpoint=checkpoint, inert_when=inert_when, old_default=old_default)
+    return dataclasses.field(default=default, default_factory=default_factory, metadata={IDENTITY: identity})
+
+
+def group(cls: Type[T]) -> Any:
+    """A field holding the group of knobs ``cls`` (a frozen dataclass), at its defaults unless the string sets them."""
+    return dataclasses.field(default_factory=cls, metadata={GROUP: True})
+
+
+@dataclasses.dataclass(frozen=True)
+class Knob:
+    """One name of a class's flat namespace: where it sits (the groups' field names), its field and its type."""
+
+    path: Tuple[str, ...]
+    field: dataclasses.Field
+    annotation: Any
+
+    @property
+    def identity(self) -> Identity:
+        return self.field.metadata.get(IDENTITY, Identity())
+
+
+@functools.lru_cache(maxsize=None)
+def knobs(cls: type) -> Dict[str, Knob]:
+    """The flat namespace of the frozen dataclass ``cls``: name -> :class:`Knob`, its own fields first, then each
+    group's (recursively), in declaration order.
+
+    Raises:
+        TypeError: two knobs of ``cls`` share a name.
+    """
+    hints = typing.get_type_hints(cls)
+    found: Dict[str, Knob] = {}
+    for field in dataclasses.fields(cls):
+        if not field.init:
+            continue
+        annotation = hints[field.name]
+        inner = ({name: Knob((field.name,) + k.path, k.field, k.annotation) for name, k in knobs(annotation).items()}
+                 if field.metadata.get(GROUP) else {field.name: Knob((), field, annotation)})
+        for name, entry in inner.items():
+            if name in found:
+                raise TypeError("%s: the knob %r is declared twice (%s and %s)" % (
+                    cls.__name__, name, ".".join(found[name].path + (name,)), ".".join(entry.path + (name,))))
+            found[name] = entry
+    return found
+
+
+def flat_values(config: Any) -> Dict[str, Any]:
+    """Every knob of ``config`` (a frozen dataclass, groups included) by its name, in :func:`knobs`' order."""
+    values = {}
+    for name, entry in knobs(type(config)).items():
+        holder = config
+        for step in entry.path:
+            holder = getattr(holder, step)
+        values[name] = getattr(holder, name)
+    return values
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as JSON holds it: tuples as lists, a :class:`Choice` or a parsed value as its string."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def identity(config: Any, kind: str) -> Dict[str, Any]:
+    """The knobs of ``config`` that make up its identity, name -> JSON value, inert ones left out.
+
+    Args:
+        kind: "run" (every knob: the study runner's fingerprint) or "checkpoint" (those declared
+            ``checkpoint=True``: the user simulator checkpoint's).
+    """
+    if kind not in ("run", "checkpoint"):
+        raise ValueError("kind must be 'run' or 'checkpoint', got %r" % kind)
+    values = flat_values(config)
+    entries = knobs(type(config))
+    kept = {}
+    for name, value in values.items():
+        declared = entries[name].identity
+        if kind == "checkpoint" and not declared.checkpoint:
+            continue
+        if declared.inert_when is not None and declared.inert_when.holds(values, name):
+            continue
+        kept[name] = _jsonable(value)
+    return kept
+
+
+def old_defaults(cls: type) -> Dict[str, Any]:
+    """Knob name -> its default before the default changed, for the knobs of ``cls`` that declare one."""
+    return {name: entry.identity.old_default for name, entry in knobs(cls).items()
+            if entry.identity.old_default is not _UNSET}
 
 
 class HParamError(ValueError):
@@ -69,36 +250,57 @@ def _convert(raw: str, annotation: Any, where: str) -> Any:
             return float(raw)
         except ValueError:
             raise HParamError("%s: expected a number, got %r" % (where, raw)) from None
-    return raw.strip("'\"")
+    text = raw.strip("'\"")
+    if isinstance(annotation, type) and callable(getattr(annotation, "parse", None)):  # a Choice or a parsed value
+        try:
+            return annotation.parse(text)
+        except ValueError as error:
+            raise HParamError("%s: %s" % (where, error)) from None
+    return text
+
+
+def _build(cls: Type[T], values: Dict[Tuple[str, ...], Dict[str, Any]], path: Tuple[str, ...] = ()) -> T:
+    """``cls`` from the parsed values of each group (keyed by its path), groups built first."""
+    own = dict(values.get(path, {}))
+    hints = typing.get_type_hints(cls)
+    for field in dataclasses.fields(cls):
+        if field.init and field.metadata.get(GROUP):
+            inner = path + (field.name,)
+            if any(key[: len(inner)] == inner for key in values):
+                own[field.name] = _build(hints[field.name], values, inner)
+    return cls(**own)
 
 
 def parse_hparams(cls: Type[T], text: str, source: str = "hparams") -> T:
     """Parse a ULTRA hyper-parameter string into the frozen dataclass ``cls``.
 
     Args:
-        cls: a dataclass whose fields (with defaults) are the accepted names.
+        cls: a dataclass whose fields (with defaults) are the accepted names,
+            its groups' fields included (:func:`knobs`).
         text: ``"name=value,name=value"``; empty means all defaults.
         source: where the string came from, used in error messages
             (e.g. ``"learning_algorithm_hparams of settings/multr_dla.json"``).
 
     Raises:
         HParamError: unknown or repeated name, unparsable value, or a value the
-            dataclass's ``__post_init__`` rejects.
+            dataclass's (or a group's) ``__post_init__`` rejects.
     """
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.init}
-    values: Dict[str, Any] = {}
+    fields = knobs(cls)
+    values: Dict[Tuple[str, ...], Dict[str, Any]] = {}
+    seen = set()
     for assignment in split_assignments(text or ""):
         if "=" not in assignment:
             raise HParamError("%s: %r is not of the form name=value" % (source, assignment))
         name, raw = (s.strip() for s in assignment.split("=", 1))
         if name not in fields:
             raise unknown_name_error(source, "hyper-parameter", name, fields)
-        if name in values:
+        if name in seen:
             raise HParamError("%s: %r is set twice" % (source, name))
-        values[name] = _convert(raw, fields[name], "%s: %s" % (source, name))
+        seen.add(name)
+        entry = fields[name]
+        values.setdefault(entry.path, {})[name] = _convert(raw, entry.annotation, "%s: %s" % (source, name))
     try:
-        return cls(**values)
+        return _build(cls, values)
     except (ValueError, TypeError) as error:
         raise HParamError("%s: %s" % (source, error)) from None
 
@@ -154,13 +356,12 @@ def parse_json_fields(cls: Type[T], values: Any, source: str) -> T:
 
 
 def format_hparams(config: Any) -> str:
-    """The inverse of :func:`parse_hparams` for a dataclass instance."""
+    """The inverse of :func:`parse_hparams` for a dataclass instance (its groups' knobs flat)."""
     parts = []
-    for field in dataclasses.fields(config):
-        value = getattr(config, field.name)
+    for name, value in flat_values(config).items():
         if isinstance(value, (list, tuple)):
             value = "[%s]" % ",".join(str(v) for v in value)
-        parts.append("%s=%s" % (field.name, value))
+        parts.append("%s=%s" % (name, value))
     return ",".join(parts)
 
 

@@ -15,12 +15,13 @@ The loss keeps its expectation exactly and loses its Monte-Carlo noise.
 
 Estimator.  ``samples = M`` sessions on the observed order and M sessions on
 M independent uniform re-rankings per list; each session contributes
-``P(click at t | actions sampled before t)`` (see
-:meth:`~ultra_multr.simulator.ContextAwareUserSimulator.sampled_click_probabilities`),
-a value in [0, 1] whose mean is unbiased.  Its variance is at most 1/4, so the
-standard error of every entry is at most ``0.5 / sqrt(M)`` (M = 256:
-0.031); the probabilities average out the last click's coin, so the real
-error is smaller.
+``P(click at t | actions sampled before t)`` (the simulator's
+:meth:`~ultra_multr.simulator.protocol.UserSimulator.click_probabilities`),
+a value in [0, 1] whose mean is unbiased (exact for a simulator with exact
+probabilities, up to the re-rankings' sampling).  Its variance is at most
+1/4, so the standard error of every entry is at most ``0.5 / sqrt(M)``
+(M = 256: 0.031); the probabilities average out the last click's coin, so
+the real error is smaller.
 
 Cache key.  A displayed list is identified by what a feed shows, not by a
 feed's internals: a 64-bit fingerprint of the IEEE bits of every slot's
@@ -51,7 +52,7 @@ import torch
 
 from ultra_multr.fingerprints import list_fingerprints
 from ultra_multr.randomization import random_permutations, to_document_order
-from ultra_multr.simulator import ContextAwareUserSimulator
+from ultra_multr.simulator import UserSimulator
 
 LOGGER = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ IMPUTATION_MODES = ("sampled", "expected")
 #: queries per batch of the one-off pass (x 2 M lists each).
 QUERIES_PER_PASS_BATCH = 64
 def expected_pseudo_clicks(
-    simulator: ContextAwareUserSimulator,
+    simulator: UserSimulator,
     features: torch.Tensor,
     mask: torch.Tensor,
     samples: int,
@@ -77,7 +78,7 @@ def expected_pseudo_clicks(
     identity = torch.arange(slots, device=mask.device).expand(batch, samples, slots)
     permutations = random_permutations(mask, samples, generator)
     with torch.no_grad():
-        probabilities = simulator.sampled_click_probabilities(
+        probabilities = simulator.click_probabilities(
             features, mask, torch.cat([identity, permutations], dim=1), generator
         )
     observed = probabilities[:, :samples].mean(dim=1)
@@ -94,14 +95,14 @@ class PseudoClickCache:
         generator: randomness (on the simulator's device).
     """
 
-    def __init__(self, simulator: ContextAwareUserSimulator, samples: int, generator: torch.Generator) -> None:
+    def __init__(self, simulator: UserSimulator, samples: int, generator: torch.Generator) -> None:
         if samples < 1:
             raise ValueError("imputation_samples must be >= 1, got %d" % samples)
         self.simulator = simulator
         self.samples = samples
         self.generator = generator
-        device = next(simulator.parameters()).device
-        slots = simulator.config.list_size
+        device = simulator.device
+        slots = simulator.list_size
         self.keys = torch.empty(0, dtype=torch.int64, device=device)
         self.observed = torch.empty(0, slots, device=device)
         self.randomized = torch.empty(0, slots, device=device)
@@ -145,7 +146,7 @@ class PseudoClickCache:
 
         Args:
             arrays: a :class:`ultra_multr.feeds.arrays.QueryArrays` of the training
-                set at the simulator's list size N (``n_queries``, ``mask`` [Q, N] bool and
+                set at the simulator's ``list_size`` N (``n_queries``, ``mask`` [Q, N] bool and
                 ``list_features(queries)`` [q, N, F] float32).
         """
         device = self.keys.device

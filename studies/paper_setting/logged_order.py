@@ -4,7 +4,7 @@ Usage::
 
     python studies/paper_setting/logged_order.py --work WORK_DIR --out studies/paper_setting/results/logged_order
 
-Writes, per data set, the agreement of :func:`ultra_multr.algorithms.logger_guard.fit_to_logged_order` (a 2-layer ranker
+Writes, per data set, the agreement of :func:`ultra_multr.components.guards.fit_to_logged_order` (a 2-layer ranker
 fitted to the logged order of 80 % of the training queries, its share of the other queries' document pairs
 ordered as the logger did; the seed MULTR's guard uses, 0) to ``OUT.csv`` and ``OUT.md``.  The data: the
 screen's eight recipes of ULTRA's recipe (``SCREENED_RECIPES``) and the headroom study's stress sets (a logger
@@ -22,7 +22,7 @@ import sys
 
 import ultra
 
-from ultra_multr.algorithms.logger_guard import fit_to_logged_order
+from ultra_multr.components.guards import fit_to_logged_order
 from ultra_multr.feeds.arrays import query_arrays
 from ultra_multr.files import atomic_write_text
 from ultra_multr.generate.ultra_dataset import write_stress_set

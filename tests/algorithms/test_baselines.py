@@ -212,9 +212,9 @@ def test_multr_ipw_is_the_dr_loss_over_ipw_weights(synthetic_data_dir, monkeypat
     model, feed, data = build(synthetic_data_dir, settings)
     assert isinstance(model, IPW) and not hasattr(model, "propensity_model")
     batch = model.batch(feed.get_batch(data, check_validation=True)[0], 10)
-    model.prepare_simulator()
+    model.prepare()
     monkeypatch.setattr(
-        model,
+        model.doubly_robust,
         "pseudo_clicks",
         lambda b: (torch.zeros_like(b.labels), b.labels.new_zeros(b.batch_size, 0, b.labels.shape[1])),
     )
@@ -232,7 +232,7 @@ def test_multr_ipw_is_the_dr_loss_over_ipw_weights(synthetic_data_dir, monkeypat
 def test_multr_ranking_loss_is_the_dr_loss_and_logs_the_share_of_negative_weights(
     synthetic_data_dir, monkeypatch, device
 ):
-    """MULTR's ranking loss is losses.dr_loss under the "clip" guard, with pseudo clicks on the
+    """MULTR's ranking loss is losses.DoublyRobustLoss under the "clip" guard, with pseudo clicks on the
     observed and the re-ranked lists, on a batch where c^o = 1, c = 0 and a large w make the paper's weight
     W_d = [c^o_d + sum_s c^s_d + (c_d - c^o_d) w_d] / (S + 1) negative; the negative_weight_share it
     logs is the share of real documents with W_d < 0."""
@@ -242,7 +242,8 @@ def test_multr_ranking_loss_is_the_dr_loss_and_logs_the_share_of_negative_weight
         % device,
     )
     model, feed, data = build(synthetic_data_dir, settings)
-    assert model.hparams.dr_weight_guard == "clip" and model.hparams.imputation == "sampled"
+    assert model.hparams.dr.dr_weight_guard == "clip" and model.hparams.dr.imputation == "sampled"
+    model.prepare()
     batch = model.batch(feed.get_batch(data, check_validation=True)[0], 10)
     mask = batch.mask
     generator = torch.Generator().manual_seed(4)
@@ -253,12 +254,13 @@ def test_multr_ranking_loss_is_the_dr_loss_and_logs_the_share_of_negative_weight
     randomized = randomized * mask.unsqueeze(1)
     weights = (1.0 + 9.0 * torch.rand(shape, generator=generator)).to(mask.device) * mask
     batch = Batch(features=batch.features, labels=clicks, mask=mask)
-    monkeypatch.setattr(model, "pseudo_clicks", lambda b: (observed, randomized))
+    monkeypatch.setattr(model.doubly_robust, "pseudo_clicks", lambda b: (observed, randomized))
     scores = model.scores(batch)
 
     loss, parts = model.ranking_loss(batch, scores, weights)
 
-    expected = losses.dr_loss(scores, mask, clicks, observed, randomized, weights)
+    expected, _ = losses.DoublyRobustLoss(guard="clip", rerank_weight=2 / 3)(scores, mask, clicks, observed, randomized,
+                                                                           weights)
     assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
     negative = 0
     for b, d in mask.nonzero().tolist():
@@ -269,5 +271,5 @@ def test_multr_ranking_loss_is_the_dr_loss_and_logs_the_share_of_negative_weight
     share = negative / int(mask.sum())
     assert 0 < share < 1  # the guard acts on some documents and not on all
     assert parts["negative_weight_share"] == pytest.approx(share)
-    unguarded = losses.dr_loss(scores, mask, clicks, observed, randomized, weights, guard="none")
+    unguarded, _ = losses.DoublyRobustLoss(guard="none")(scores, mask, clicks, observed, randomized, weights)
     assert unguarded.item() != pytest.approx(expected.item(), rel=1e-3)  # ... so it matters which one is used

@@ -16,7 +16,7 @@ ultra = require_ultra()
 
 from ultra_multr import losses  # noqa: E402
 from ultra_multr.algorithms.base import PluginAlgorithm  # noqa: E402
-from ultra_multr.algorithms.multr import CLICK_LOSS_STREAM  # noqa: E402
+from ultra_multr.components.doubly_robust import CLICK_LOSS_STREAM  # noqa: E402
 from ultra_multr.compat.settings_check import CLICK_LOSS_OBJECTIVE, check_objective_metric  # noqa: E402
 
 KEY = CLICK_LOSS_OBJECTIVE
@@ -144,13 +144,13 @@ def test_multr_reports_its_doubly_robust_training_loss_with_pseudo_clicks_of_its
         imputation, "dr_weight_guard=rebalance" if imputation == "expected" else "dr_weight_guard=clip")
     multr = trained(synthetic_data_dir, "ultra_multr.MULTR", hparams)
     input_feed = validation_feed(multr, synthetic_data_dir)
-    cached = len(multr.pseudo_click_cache) if imputation == "expected" else None
+    cached = len(multr.doubly_robust.pseudo_click_cache) if imputation == "expected" else None
     before = training_state(multr)
     first = multr.validation(input_feed)[2][KEY]
     assert_same_state(before, training_state(multr))
     assert multr.validation(input_feed)[2][KEY] == first  # the same pseudo clicks at every validation
     if imputation == "expected":
-        assert len(multr.pseudo_click_cache) == cached  # the validation lists are not cached
+        assert len(multr.doubly_robust.pseudo_click_cache) == cached  # the validation lists are not cached
         return
     # with the training generator in the click loss's state, training_loss (the train step's) gives the same
     multr.generator.manual_seed(int(np.random.SeedSequence([0, CLICK_LOSS_STREAM]).generate_state(1)[0]))

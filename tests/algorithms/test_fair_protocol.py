@@ -26,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("fresh_ledger")
 
 def test_every_phase_and_the_pilot_count_in_the_budget(synthetic_data_dir):
     model, feed, data = build(synthetic_data_dir, PILOT)
-    model.select_rerank_weight(read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=16)
+    model.prepare(read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=16)
     train_losses(model, feed, data, steps=2)
     phases = LEDGER.summary()["phases"]
     assert phases["ranker"]["clicks"] >= phases["ranker"]["lists"]  # every list fed has a click
@@ -42,7 +42,7 @@ def test_a_session_budget_stops_the_phase_that_exceeds_it(synthetic_data_dir):
     feed_hparams = "click_model_json=%s,seed=0,session_budget=100" % CASCADE
     model, _, _ = build(synthetic_data_dir, PILOT, feed_hparams=feed_hparams)
     with pytest.raises(SessionBudgetExceeded, match="session_budget=100 .* in phase 'rerank_pilot'"):
-        model.select_rerank_weight(read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=16)
+        model.prepare(read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=16)
     assert LEDGER.total <= 100
 
 
@@ -52,7 +52,7 @@ def test_a_click_log_is_every_phases_budget(synthetic_data_dir):
         synthetic_data_dir, PILOT + ",simulator_heldout_fraction=0.3", feed=feed,
         feed_hparams="click_model_json=%s,seed=0,sessions_per_query=2" % CASCADE,
     )
-    model.select_rerank_weight(read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=16)
+    model.prepare(read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=16)
     assert LEDGER.log_sessions == 2 * len(data.initial_list)
     assert set(LEDGER.counts) == {"simulator_heldout", "simulator_train", "rerank_pilot"}
     with pytest.raises(ValueError, match="is its own budget"):
@@ -91,7 +91,8 @@ def test_main_py_writes_the_sessions_of_every_phase(ultra_main, synthetic_data_d
 def test_too_few_validation_queries_keep_the_stated_fallback(synthetic_data_dir, caplog):
     model, _, _ = build(synthetic_data_dir, PILOT + ",pilot_min_queries=30")
     with caplog.at_level(logging.WARNING, logger="ultra_multr"):
-        chosen = model.select_rerank_weight(read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=16)
+        model.prepare(read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=16)
+        chosen = model.doubly_robust.loss.rerank_weight
     assert chosen == pytest.approx(2 / 3)  # rerank_weight_fallback=paper, S / (S + 1)
     assert "only 12 validation queries (< pilot_min_queries=30): too little evidence to choose" in caplog.text
     assert "rerank_pilot" not in LEDGER.counts  # no pilot ran
@@ -106,35 +107,37 @@ def test_too_few_heldout_sessions_switch_early_stopping_off(synthetic_data_dir, 
     values = iter([-1.0, -2.0, -3.0, -4.0, -5.0, -6.0, -7.0])  # worse at every evaluation: patience 1 would stop at 2
     monkeypatch.setattr(trainer, "heldout_log_likelihood", lambda simulator, batches: (next(values), [0.0]))
     with caplog.at_level(logging.WARNING, logger="ultra_multr"):
-        fit = model.train_simulator({})
+        model.simulator_phase.run()
     assert "only 16 distinct held-out sessions (< simulator_min_heldout_sessions=300)" in caplog.text
+    fit = LEDGER.decisions["simulator_training"]
     assert fit["steps_run"] == 6 and fit["best_step"] == 6 and fit["heldout_sessions"] == 16
-    assert LEDGER.decisions["simulator_training"]["early_stopping"] == "too_few_heldout_sessions"
+    assert fit["early_stopping"] == "too_few_heldout_sessions"
 
 
 def test_a_simulator_below_the_position_only_model_is_rejected_loudly(synthetic_data_dir, caplog, monkeypatch):
     model, _, _ = build(synthetic_data_dir, PILOT + ",simulator_guard=position")
     monkeypatch.setattr(trainer, "heldout_log_likelihood", lambda simulator, batches: (-1e3, [0.0]))
     with caplog.at_level(logging.WARNING, logger="ultra_multr"):
-        chosen = model.select_rerank_weight(read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=16)
+        model.prepare(read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=16)
+        chosen = model.doubly_robust.loss.rerank_weight
     assert "USER SIMULATOR REJECTED: its held-out click log-likelihood -1000.0000 per session on 16 distinct " \
         "held-out sessions, below" in caplog.text
     assert "MULTR trains with DLA's own ranking and propensity losses" in caplog.text
     assert "the user simulator is not used (DLA's losses); a = 0 without a pilot" in caplog.text
-    assert chosen == 0.0 and model.simulator_fallback
+    assert chosen == 0.0 and not model.doubly_robust.used
     assert LEDGER.decisions["user_simulator"]["decision"] == "rejected"
 
     kept, _, _ = build(synthetic_data_dir, PILOT + ",simulator_guard=position")
     # above any click model
     monkeypatch.setattr(trainer, "heldout_log_likelihood", lambda simulator, batches: (0.0, [0.0]))
-    kept.prepare_simulator()
-    assert not kept.simulator_fallback and kept.sampler is kept.simulator
+    kept.prepare()
+    assert kept.doubly_robust.used and kept.doubly_robust.sampler is kept.doubly_robust.simulator
     assert LEDGER.decisions["user_simulator"]["decision"] == "accepted"
 
     ignored, _, _ = build(synthetic_data_dir, PILOT + ",simulator_guard=none")
     monkeypatch.setattr(trainer, "heldout_log_likelihood", lambda simulator, batches: (-1e3, [0.0]))
-    ignored.prepare_simulator()
-    assert not ignored.simulator_fallback
+    ignored.prepare()
+    assert ignored.doubly_robust.used
     assert LEDGER.decisions["user_simulator"] == dict(
         LEDGER.decisions["user_simulator"], decision="rejected", used=True, host_losses=False
     )
@@ -156,7 +159,8 @@ def test_the_position_only_model_is_the_click_rate_per_position():
 def test_a_baselines_pilot_takes_the_best_candidate_counts_its_sessions_and_leaves_no_trace(
     synthetic_data_dir, monkeypatch, caplog
 ):
-    from ultra_multr.algorithms import pilot, tuning
+    from ultra_multr.algorithms import tuning
+    from ultra_multr.components import pilot
 
     model, _, _ = build(synthetic_data_dir, TUNE, algorithm="ultra_multr.DLA")
     before = [p.detach().clone() for p in model.model.parameters()]

@@ -24,20 +24,21 @@ DEFAULT_GUARD = ("logger_guard",)
 
 
 def test_multrs_default_guard_is_order_fit_with_its_documented_threshold_and_minimum():
-    from ultra_multr.algorithms.multr_config import MULTRConfig
+    from ultra_multr.algorithms.multr import MULTRConfig
 
-    config = MULTRConfig()
-    defaults = (config.logger_guard, config.logger_guard_threshold, config.logger_guard_min_queries)
+    guards = MULTRConfig().guards
+    defaults = (guards.logger_guard, guards.logger_guard_threshold, guards.logger_guard_min_queries)
     assert defaults == ("order_fit", 0.95, 50)
 
 
 def test_by_default_it_fires_on_a_label_ordered_log_and_multr_trains_as_dla(synthetic_data_dir, caplog):
     multr, feed, data = build(synthetic_data_dir, ",".join([COMMON, SIMULATOR]), keep_defaults=DEFAULT_GUARD)
-    assert multr.hparams.logger_guard == "order_fit" and len(data.qids) >= multr.hparams.logger_guard_min_queries
+    assert multr.hparams.guards.logger_guard == "order_fit"
+    assert len(data.qids) >= multr.hparams.guards.logger_guard_min_queries
     dla, _, _ = build(synthetic_data_dir, COMMON, algorithm="ultra_multr.DLA")
     with caplog.at_level(logging.WARNING, logger="ultra_multr"):
-        multr.prepare_simulator()
-    assert multr.simulator_fallback and "LOGGER GUARD FIRED" in caplog.text
+        multr.prepare()
+    assert not multr.doubly_robust.used and "LOGGER GUARD FIRED" in caplog.text
     decisions = LEDGER.summary()["decisions"]
     guard = decisions["logger_guard"]
     assert guard["decision"] == "fired" and guard["host_losses"] is True and guard["agreement"] < 0.95
@@ -51,10 +52,10 @@ def test_by_default_it_stays_quiet_in_ultras_recipe(tmp_path, caplog):
     write_recipe_dataset(data_dir, Recipe(train_queries=200, valid_queries=12, test_queries=12, features=10))
     multr, _, data = build(data_dir, ",".join([COMMON, SIMULATOR]), keep_defaults=DEFAULT_GUARD)
     with caplog.at_level(logging.INFO, logger="ultra_multr"):
-        multr.prepare_simulator()
+        multr.prepare()
     guard = LEDGER.summary()["decisions"]["logger_guard"]
     assert guard["decision"] == "passed" and guard["agreement"] >= 0.95 and guard["training_queries"] == len(data.qids)
-    assert not multr.simulator_fallback and "logger guard: passed" in caplog.text
+    assert multr.doubly_robust.used and "logger guard: passed" in caplog.text
     assert "simulator_training" in LEDGER.summary()["decisions"]
 
 
@@ -64,24 +65,24 @@ def test_by_default_too_few_queries_to_tell_fires_and_off_means_off(tmp_path, ca
     data_dir = write_synthetic_ultra_dataset(str(tmp_path / "small"), {"train": 30, "valid": 6, "test": 6})
     multr, _, data = build(data_dir, ",".join([COMMON, SIMULATOR]), keep_defaults=DEFAULT_GUARD)
     with caplog.at_level(logging.WARNING, logger="ultra_multr"):
-        multr.prepare_simulator()
+        multr.prepare()
     guard = LEDGER.summary()["decisions"]["logger_guard"]
     assert guard["decision"] == "too_few_queries" and guard["training_queries"] == len(data.qids) == 30
     assert guard["min_queries"] == 50 and guard["host_losses"] is True
-    assert multr.simulator_fallback and "LOGGER GUARD: only 30 training queries" in caplog.text
+    assert not multr.doubly_robust.used and "LOGGER GUARD: only 30 training queries" in caplog.text
     assert "simulator_training" not in LEDGER.summary()["decisions"]
     LEDGER.reset()
     unguarded, _, _ = build(data_dir, ",".join([COMMON, SIMULATOR, "logger_guard=none"]))
-    unguarded.prepare_simulator()
+    unguarded.prepare()
     decisions = LEDGER.summary()["decisions"]
-    assert "logger_guard" not in decisions and "simulator_training" in decisions and not unguarded.simulator_fallback
+    assert "logger_guard" not in decisions and "simulator_training" in decisions and unguarded.doubly_robust.used
 
 
 def test_a_larger_minimum_of_queries_fires_on_the_suites_set(synthetic_data_dir, caplog):
     multr, _, data = build(synthetic_data_dir, ",".join([COMMON, SIMULATOR, "logger_guard=order_fit",
                                                          "logger_guard_min_queries=100"]))
     with caplog.at_level(logging.WARNING, logger="ultra_multr"):
-        multr.prepare_simulator()
+        multr.prepare()
     guard = LEDGER.summary()["decisions"]["logger_guard"]
     assert guard["decision"] == "too_few_queries" and guard["training_queries"] == len(data.qids) < 100
-    assert multr.simulator_fallback and "LOGGER GUARD: only %d training queries" % len(data.qids) in caplog.text
+    assert not multr.doubly_robust.used and "LOGGER GUARD: only %d training queries" % len(data.qids) in caplog.text

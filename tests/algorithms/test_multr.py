@@ -192,7 +192,7 @@ def test_non_finite_loss_stops_naming_the_step(synthetic_data_dir, monkeypatch, 
         ("sample_nums=4", "unknown hyper-parameter 'sample_nums' \\(did you mean 'sample_num'\\?\\)"),
         ("sample_num=-1", "sample_num must be >= 0, got -1"),
         ("simulator_cell=rnn", "simulator_cell must be one of"),
-        ("variant=ips", "variant must be one of"),
+        ("variant=ips", "variant: expected one of dr, eib, got 'ips'"),
         ("learning_rate=fast", "learning_rate: expected a number, got 'fast'"),
         ("propensity_update_every=0", "propensity_update_every must be >= 1, got 0"),
         ("propensity_update_every=4,propensity_ranker=multr",
@@ -215,7 +215,7 @@ def test_validation_scores_and_metrics(synthetic_data_dir, device):
 
 
 def test_simulator_refuses_a_feed_of_relevance_labels(synthetic_data_dir):
-    model, _, data = build(synthetic_data_dir, "simulator_steps=1,simulator_batch_size=8")
-    model.exp_settings = dict(model.exp_settings, train_input_feed="ultra.input_layer.DirectLabelFeed", train_input_hparams="")
+    model, _, data = build(synthetic_data_dir, "simulator_steps=1,simulator_batch_size=8",
+                           feed="ultra.input_layer.DirectLabelFeed", feed_hparams="")
     with pytest.raises(ValueError, match="labels other than 0/1"):
-        model.prepare_simulator()
+        model.prepare()

@@ -62,8 +62,8 @@ def test_a_simulator_not_used_leaves_dlas_losses_and_updates(synthetic_data_dir,
         monkeypatch.setattr(trainer, "heldout_log_likelihood", lambda simulator, batches: (-1e3, [0.0]))
     dla, _, _ = build(synthetic_data_dir, COMMON, algorithm="ultra_multr.DLA")
     with caplog.at_level(logging.WARNING, logger="ultra_multr"):
-        multr.prepare_simulator()
-    assert multr.simulator_fallback
+        multr.prepare()
+    assert not multr.doubly_robust.used
     expected = {"rejected": "USER SIMULATOR REJECTED: its held-out click log-likelihood -1000.0000 per session on 16 "
                             "distinct held-out sessions",
                 "not_validated": "USER SIMULATOR NOT VALIDATED: only 16 distinct held-out sessions would measure it "
@@ -88,8 +88,8 @@ def test_a_validated_simulator_is_used_and_its_decision_recorded(synthetic_data_
     multr, feed, data = build(synthetic_data_dir, ",".join([COMMON, SIMULATOR, "simulator_guard=position"]))
     # above any click model
     monkeypatch.setattr(trainer, "heldout_log_likelihood", lambda simulator, batches: (0.0, [0.0]))
-    multr.prepare_simulator()
-    assert not multr.simulator_fallback
+    multr.prepare()
+    assert multr.doubly_robust.used
     summary = LEDGER.summary()
     assert summary["decisions"]["user_simulator"]["decision"] == "accepted"
     assert summary["torch_threads"] == torch.get_num_threads()
@@ -102,19 +102,21 @@ TUNE = "tune=learning_rate,tune_grid=[0.01,0.5,0.05],tune_pilot_steps=3,pilot_mi
 
 
 def test_multr_takes_the_baselines_learning_rate_pilot_with_one_simulator(synthetic_data_dir, monkeypatch, caplog):
-    from ultra_multr.algorithms import pilot, tuning
+    from ultra_multr.algorithms import tuning
+    from ultra_multr.components import pilot, simulator_phase
 
     multr, feed, data = build(synthetic_data_dir, ",".join([COMMON, SIMULATOR, TUNE]))
     trained = []
-    real_train_simulator = multr.train_simulator
-    monkeypatch.setattr(multr, "train_simulator", lambda *a, **k: trained.append(1) or real_train_simulator(*a, **k))
+    real_train_simulator = simulator_phase.train_simulator
+    monkeypatch.setattr(simulator_phase, "train_simulator",
+                        lambda *a, **k: trained.append(1) or real_train_simulator(*a, **k))
     # main.py's validation split and batch size, as the pilot reads them inside main.py
     monkeypatch.setattr(tuning, "read_validation_set", lambda settings: read_valid(synthetic_data_dir, multr.max_candidate_num))
     monkeypatch.setattr(tuning, "DEFAULT_BATCH_SIZE", 16)
     scored = []
 
     def peaked_at_half(algorithm, _):
-        scored.append(algorithm.simulator)
+        scored.append(algorithm.doubly_robust.simulator)
         return 1 - abs(algorithm.hparams.learning_rate - 0.5)
 
     monkeypatch.setattr(pilot, "validation_metric", peaked_at_half)
@@ -123,7 +125,7 @@ def test_multr_takes_the_baselines_learning_rate_pilot_with_one_simulator(synthe
     assert multr.hparams.learning_rate == 0.5 and multr.propensity_learning_rate == 0.5
     assert "tune=learning_rate: pilot of 3 steps, ndcg_10 by value: 0.01: 0.5100, 0.5: 1.0000, 0.05: 0.5500" in caplog.text
     # one simulator, trained once before the pilot and shared by the three candidates
-    assert trained == [1] and len(scored) == 3 and all(simulator is multr.simulator for simulator in scored)
+    assert trained == [1] and len(scored) == 3 and all(simulator is multr.doubly_robust.simulator for simulator in scored)
     phases = {phase: count["lists"] for phase, count in LEDGER.summary()["phases"].items()}
     assert phases == {"simulator_train": 2 * 8, "simulator_heldout": 2 * 8, "tuning_pilot": 3 * 3 * 16, "ranker": 16}
     assert multr.global_step == 1
@@ -141,8 +143,8 @@ def test_multrs_propensities_are_dlas_on_the_same_batches_and_the_papers_couplin
         # accepted: DR loss
         monkeypatch.setattr(trainer, "heldout_log_likelihood", lambda simulator, batches: (0.0, [0.0]))
         dla, _, _ = build(synthetic_data_dir, COMMON, algorithm="ultra_multr.DLA")
-        multr.prepare_simulator()
-        assert not multr.simulator_fallback
+        multr.prepare()
+        assert multr.doubly_robust.used
         trajectories(multr, dla, feed, data, steps=5)
         params[coupling] = (multr, dla)
     multr, dla = params["dla"]
@@ -163,8 +165,8 @@ def test_propensity_update_every_trains_the_examination_side_on_every_kth_update
     monkeypatch.setattr(trainer, "heldout_log_likelihood", lambda simulator, batches: (0.0, [0.0]))
     multr, feed, data = build(synthetic_data_dir, ",".join([COMMON, SIMULATOR, "propensity_update_every=4"]))
     dla, _, _ = build(synthetic_data_dir, COMMON, algorithm="ultra_multr.DLA")
-    multr.prepare_simulator()
-    assert not multr.simulator_fallback
+    multr.prepare()
+    assert multr.doubly_robust.used
 
     def examination_side(model, ranker):
         return [p.detach().clone() for p in list(model.propensity_model.parameters()) + list(ranker.parameters())]

@@ -17,6 +17,7 @@ from algorithm_setup import build, read_valid, train_losses  # noqa: E402
 
 from ultra_multr.compat import runtime  # noqa: E402
 from ultra_multr.config import HParamError  # noqa: E402
+from ultra_multr.session_budget import LEDGER  # noqa: E402
 
 PILOT = "rerank_weight=auto,sample_num=2,simulator_steps=2,simulator_batch_size=8,seed=3,device=cpu,rerank_pilot_steps=3,log_every=0"
 
@@ -27,17 +28,15 @@ def state_of(model):
 
 def test_pilot_restores_the_initial_state_and_the_run_equals_a_fixed_weight(synthetic_data_dir):
     model, feed, data = build(synthetic_data_dir, PILOT)
-    model.prepare_simulator()
-    before, generator = state_of(model), model.generator.get_state()
-    chosen = model.select_rerank_weight(read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=16)
-    assert chosen in (0.0, 0.5, 2 / 3) and model.rerank_weight == chosen
-    assert all(torch.equal(a, b) for a, b in zip(before, state_of(model)))
-    assert torch.equal(generator, model.generator.get_state())
+    model.prepare(read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=16)  # simulator, then pilot
+    chosen = model.doubly_robust.loss.rerank_weight
+    assert chosen in (0.0, 0.5, 2 / 3) and LEDGER.decisions["rerank_weight"]["by"] == "pilot"
+    fixed, fixed_feed, _ = build(synthetic_data_dir, PILOT.replace("rerank_weight=auto", "rerank_weight=%r" % chosen))
+    fixed.prepare()  # the same simulator, no pilot
+    assert all(torch.equal(a, b) for a, b in zip(state_of(fixed), state_of(model)))
+    assert torch.equal(fixed.generator.get_state(), model.generator.get_state())
     assert model.global_step == 0 and model._optimizers is None
-    auto_losses = train_losses(model, feed, data, steps=3)
-
-    fixed, feed, data = build(synthetic_data_dir, PILOT.replace("rerank_weight=auto", "rerank_weight=%r" % chosen))
-    assert train_losses(fixed, feed, data, steps=3) == auto_losses
+    assert train_losses(fixed, fixed_feed, data, steps=3) == train_losses(model, feed, data, steps=3)
 
 
 def test_the_choice_reads_only_the_validation_split(synthetic_data_dir, tmp_path, monkeypatch, caplog):
@@ -63,7 +62,8 @@ def test_the_choice_reads_only_the_validation_split(synthetic_data_dir, tmp_path
         read.clear()
         caplog.clear()
         with caplog.at_level(logging.INFO, logger="ultra_multr"):
-            chosen = model.select_rerank_weight()
+            model.prepare()  # main.py's validation split (as read by the pilot under main.py)
+        chosen = model.doubly_robust.loss.rerank_weight
         monkeypatch.setattr(runtime, "main_args", lambda: None)
         assert read == ["valid"]
         (line,) = [r.getMessage() for r in caplog.records if "rerank_weight=auto" in r.getMessage()]
@@ -89,24 +89,26 @@ def test_without_a_validation_split_auto_falls_back_to_the_paper_weight(syntheti
     model, feed, data = build(synthetic_data_dir, PILOT)
     with caplog.at_level(logging.WARNING, logger="ultra_multr"):
         train_losses(model, feed, data, steps=1)
-    assert model.rerank_weight == pytest.approx(2 / 3)
+    assert model.doubly_robust.loss.rerank_weight == pytest.approx(2 / 3)
     assert "no validation split" in caplog.text
 
 
 def test_weight_zero_computes_no_re_rankings(synthetic_data_dir, monkeypatch):
     model, feed, data = build(synthetic_data_dir, "sample_num=4,simulator_steps=0,rerank_weight=0,imputation=sampled,dr_weight_guard=clip")
+    model.prepare()
     batch = model.batch(feed.get_batch(data, check_validation=True)[0], model.rank_list_size)
-    observed, randomized = model.pseudo_clicks(batch)
+    observed, randomized = model.doubly_robust.pseudo_clicks(batch)
     assert randomized.shape[1] == 0 and observed.shape == batch.mask.shape
-    assert model.hparams.rerank_candidates() == (0.0, 0.5, 0.8)
+    assert model.hparams.dr.rerank_candidates() == (0.0, 0.5, 0.8)
     zero, _, _ = build(synthetic_data_dir, "sample_num=0,simulator_steps=0,rerank_weight=auto")
-    assert zero.hparams.rerank_candidates() == (0.0,) and zero.rerank_weight is None
+    assert zero.hparams.dr.rerank_candidates() == (0.0,) and zero.doubly_robust.loss is None
 
 
 def test_ranking_loss_reports_the_share_of_clipped_weights(synthetic_data_dir):
     model, feed, data = build(
         synthetic_data_dir, "sample_num=2,simulator_steps=0,rerank_weight=paper,imputation=sampled,dr_weight_guard=clip,seed=2"
     )
+    model.prepare()
     with torch.no_grad():  # steep propensities: large weights below the top
         model.propensity_model.linear_layer.weight.copy_(torch.linspace(0.0, -4.0, 10))
     batch = model.batch(feed.get_batch(data, check_validation=True)[0], model.rank_list_size)
@@ -120,13 +122,15 @@ def test_ranking_loss_reports_the_share_of_clipped_weights(synthetic_data_dir):
 @pytest.mark.parametrize(
     "hparams, message",
     [
-        ("rerank_weight=1.5", "rerank_weight must be in \\[0, 1\\]"),
-        ("rerank_weight=half", "rerank_weight must be \"randomized\", \"authors_code\", \"auto\", \"paper\" or a number"),
-        ("variant=eib,rerank_weight=randomized", "rerank_weight=randomized corrects with propensities: it needs variant=dr"),
+        ("rerank_weight=1.5", "rerank_weight: expected \"randomized\", \"authors_code\", \"auto\", \"paper\" or a number in "
+                              "\\[0, 1\\], got '1.5'"),
+        ("rerank_weight=half", "rerank_weight: expected \"randomized\", \"authors_code\", \"auto\", \"paper\" or a number"),
+        ("variant=eib,rerank_weight=randomized", "the randomized form \\(the randomised target's weights, corrected with "
+                                                 "the propensities\\) has variant dr only, got variant=eib"),
         ("sample_num=0,rerank_weight=randomized", "rerank_weight=randomized needs re-ranked lists, but sample_num=0"),
         ("sample_num=0,rerank_weight=0.5", "needs re-ranked lists, but sample_num=0"),
-        ("rerank_weight_grid=[0,auto]", "rerank_weight_grid must be"),
-        ("dr_weight_guard=abs", "dr_weight_guard must be one of"),
+        ("rerank_weight_grid=[0,auto]", "rerank_weight_grid: expected \"paper\" or a number in \\[0, 1\\], got 'auto'"),
+        ("dr_weight_guard=abs", "dr_weight_guard: expected one of none, clip, rebalance, got 'abs'"),
         ("rerank_pilot_steps=0", "rerank_pilot_steps must be > 0"),
     ],
 )
@@ -146,8 +150,8 @@ def test_the_pilot_chooses_the_clearly_best_candidate(synthetic_data_dir, caplog
         "rerank_pilot_steps=10,log_every=0,imputation_samples=8",
     )
     with caplog.at_level(logging.INFO, logger="ultra_multr"):
-        chosen = model.select_rerank_weight(read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=32)
-    assert chosen == 0.0 and model.rerank_weight == 0.0
+        model.prepare(read_valid(synthetic_data_dir, model.max_candidate_num), batch_size=32)
+    assert model.doubly_robust.loss.rerank_weight == 0.0
     (line,) = [r.getMessage() for r in caplog.records if "rerank_weight=auto" in r.getMessage()]
     scores = dict(pair.split(": ") for pair in line.split("by a: ")[1].split("; chosen")[0].split(", "))
     assert float(scores["0.0000"]) > float(scores["1.0000"]) + 0.1, line

@@ -173,8 +173,11 @@ def part_algorithms(work: str) -> Dict[str, Any]:
         except ValueError as error:  # e.g. the true click model knows no validation document
             click_loss = "ValueError: %s" % error
         tensors = {}
-        for attribute in ("model", "propensity_model", "examination_ranker", "simulator"):
-            module = getattr(model, attribute, None)
+        phase = getattr(model, "simulator_phase", None)  # since issue 36 the simulator is the phase's network
+        modules = {"model": model.model, "propensity_model": getattr(model, "propensity_model", None),
+                   "examination_ranker": getattr(model, "examination_ranker", None),
+                   "simulator": phase.network if phase is not None else getattr(model, "simulator", None)}
+        for attribute, module in modules.items():
             if isinstance(module, torch.nn.Module):
                 tensors.update({"%s.%s" % (attribute, k): v for k, v in module.state_dict().items()})
         results[name] = {

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.usefixtures("fresh_ledger")
 
 def rerank_pilot(data_dir, hparams):
     model, _, _ = build(data_dir, hparams)
-    model.select_rerank_weight(read_valid(data_dir, model.max_candidate_num), batch_size=16)
+    model.prepare(read_valid(data_dir, model.max_candidate_num), batch_size=16)
 
 
 def tune_pilot(data_dir, hparams, algorithm):
@@ -96,7 +96,7 @@ def test_a_run_before_the_ledger_held_its_choices_is_read_from_its_log(tmp_path)
 
 
 def test_a_fired_logger_guard_is_a_refusal_in_the_table():
-    """logger_guard=order_fit's decision (ultra_multr.algorithms.logger_guard) as the ledger records it."""
+    """logger_guard=order_fit's decision (ultra_multr.components.guards) as the ledger records it."""
     fired = {"logger_guard": {"decision": "fired", "host_losses": True, "agreement": 0.8312, "training_queries": 60},
              "rerank_weight": {"by": "simulator_not_used"}}
     assert budget.decided_facts(fired) == {"pilot choice": "the user simulator is not used",

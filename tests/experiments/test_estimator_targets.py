@@ -5,8 +5,8 @@ Raw_data, our ClickSimulationFeed with position-based clicks, examination
 1/rank), a known click model is plugged into its simulator interface
 (:class:`ultra_multr.experiments.estimator_targets.KnownClickSimulator`), DLA's
 propensities are set, batches come from MULTR's own training feed (lists
-without a click dropped) and the weights are read where
-``MULTR.training_loss`` hands them to the listwise loss.  The randomisation
+without a click dropped) and the weights are read where MULTR's loss reads
+them (``DoublyRobust.document_weights``).  The randomisation
 target is T_d = mean_k(e_k) r_d (studies/estimator_targets/README.md).
 """
 from __future__ import annotations
@@ -26,7 +26,8 @@ require_ultra()
 
 from ultra_multr.experiments import estimator_targets as et  # noqa: E402
 from ultra_multr.config import parse_hparams  # noqa: E402
-from ultra_multr.algorithms.multr_config import MULTRConfig  # noqa: E402
+from ultra_multr.algorithms.multr import MULTRConfig  # noqa: E402
+from ultra_multr.losses import Reduction, RerankWeight  # noqa: E402
 from ultra_multr.feeds.arrays import query_arrays  # noqa: E402
 
 CLICK_PROB = np.array([0.1, 0.16, 0.28, 0.52, 1.0])
@@ -77,7 +78,8 @@ def test_randomized_estimator_weight_is_proportional_to_the_randomisation_target
     """rerank_weight=randomized, imputation=expected, dr_weight_guard=rebalance (no longer the default):
     in case (i) the guard acts (without it some weights would be negative) and keeps the target."""
     config = parse_hparams(MULTRConfig, RANDOMIZED)
-    assert (config.rerank_weight, config.imputation, config.dr_weight_guard) == ("randomized", "expected", "rebalance")
+    assert (str(config.dr.rerank_weight), config.dr.imputation, config.dr.dr_weight_guard) == (
+        "randomized", "expected", "rebalance")
     gap, allowed = proportionality_gaps(*measured(one_query, RANDOMIZED, case))
     assert (gap <= allowed).all(), (gap, allowed)
 
@@ -111,9 +113,12 @@ def test_the_papers_settings_file_keeps_eq_dr_loss():
     with open(os.path.join(REPO_ROOT, "settings", "multr_paper.json")) as handle:
         hparams = json.load(handle)["learning_algorithm_hparams"]
     config = parse_hparams(MULTRConfig, hparams)
-    assert (config.rerank_weight, config.dr_weight_guard, config.imputation, config.variant, config.dr_normalization,
+    dr = config.dr
+    assert (str(dr.rerank_weight), dr.dr_weight_guard, dr.imputation, dr.variant, dr.dr_normalization,
             config.propensity_ranker) == ("paper", "none", "sampled", "dr", "none", "multr")
-    assert config.logger_guard == "none"  # the paper has no logger guard (MULTR's default is order_fit)
+    # the paper has no guard (MULTR's defaults: order_fit, position) and no position embedding in its decoder
+    assert (config.guards.logger_guard, config.guards.simulator_guard) == ("none", "none")
+    assert config.simulator.simulator_position_size == 0
 
 
 def test_the_authors_code_settings_file_differs_from_the_papers_in_the_loss_alone():
@@ -122,8 +127,9 @@ def test_the_authors_code_settings_file_differs_from_the_papers_in_the_loss_alon
         with open(os.path.join(REPO_ROOT, "settings", name)) as handle:
             settings[name] = json.load(handle)
     paper, authors = (parse_hparams(MULTRConfig, s["learning_algorithm_hparams"]) for s in settings.values())
-    assert authors.rerank_weight == "authors_code"
-    assert dataclasses.replace(authors, rerank_weight="paper", dr_normalization="none") == paper
+    assert str(authors.dr.rerank_weight) == "authors_code"
+    as_papers = dataclasses.replace(authors.dr, rerank_weight=RerankWeight.parse("paper"), dr_normalization=Reduction.NONE)
+    assert dataclasses.replace(authors, dr=as_papers) == paper
     assert authors.propensity_ranker == "multr"  # the authors' code couples DLA's examination to MULTR's ranker
     assert {k: v for k, v in settings["multr_paper.json"].items() if k != "learning_algorithm_hparams"} == {
         k: v for k, v in settings["multr_authors_code.json"].items() if k != "learning_algorithm_hparams"
@@ -134,17 +140,17 @@ def test_the_default_is_the_papers_mixture_with_the_rebalance_guard_and_the_rand
     """MULTR's defaults: Eq. dr_loss's mixture at a = S / (S + 1), expected imputation, the rebalance guard
     (studies/estimator_targets/README.md); the randomized form is settings/multr_randomized.json."""
     config = parse_hparams(MULTRConfig, "")
-    assert (config.rerank_weight, config.imputation, config.dr_weight_guard, config.variant, config.dr_normalization,
-            config.propensity_ranker, config.logger_guard) == ("paper", "expected", "rebalance", "dr", "batch_weight",
-                                                               "dla", "order_fit")
-    assert config.resolve_rerank_weight(config.rerank_weight, "rerank_weight") == pytest.approx(
-        config.sample_num / (config.sample_num + 1.0)
-    )
+    dr = config.dr
+    assert (str(dr.rerank_weight), dr.imputation, dr.dr_weight_guard, dr.variant, dr.dr_normalization,
+            config.propensity_ranker, config.guards.logger_guard) == ("paper", "expected", "rebalance", "dr",
+                                                                      "batch_weight", "dla", "order_fit")
+    assert dr.loss().rerank_weight == pytest.approx(dr.sample_num / (dr.sample_num + 1.0))
     with open(os.path.join(REPO_ROOT, "settings", "multr_randomized.json")) as handle:
         settings = json.load(handle)
     assert settings["learning_algorithm"] == "ultra_multr.MULTR"
     config = parse_hparams(MULTRConfig, settings["learning_algorithm_hparams"])
-    assert (config.rerank_weight, config.imputation, config.dr_weight_guard, config.variant, config.logger_guard) == (
+    dr = config.dr
+    assert (str(dr.rerank_weight), dr.imputation, dr.dr_weight_guard, dr.variant, config.guards.logger_guard) == (
         "randomized", "expected", "rebalance", "dr", "order_fit"
     )
 
@@ -154,16 +160,16 @@ def test_true_click_model_control_gives_the_click_models_stream_probabilities(on
     stream (divided by P(a click on the logged list)), on the logged order and under random orders."""
     data_dir, click_model = one_query
     model, _, data = et.build_multr(data_dir, click_model, RANDOMIZED + ",simulator_control=true_click_model", 8)
-    model.prepare_simulator()
+    model.prepare()
     arrays = query_arrays(data, 10)
     features = torch.from_numpy(arrays.list_features(np.array([0])))
     mask = torch.from_numpy(arrays.mask[:1])
-    observed, randomized = (t[0].numpy() for t in model.pseudo_click_cache.lookup(features, mask))
+    observed, randomized = (t[0].numpy() for t in model.doubly_robust.pseudo_click_cache.lookup(features, mask))
     p_any = et.any_click(EXAM, RELEVANCE)
     np.testing.assert_allclose(observed, RELEVANCE * EXAM / p_any, rtol=1e-5)
     np.testing.assert_allclose(randomized, RELEVANCE * EXAM.mean() / p_any, rtol=0.02)
     orders = torch.arange(10).expand(1, 20000, 10)
-    sampled = model.simulator.sample_clicks(features, mask, orders, torch.Generator().manual_seed(0))
+    sampled = model.doubly_robust.simulator.sample_clicks(features, mask, orders, torch.Generator().manual_seed(0))
     np.testing.assert_allclose(sampled[0].mean(0).numpy(), observed, atol=0.02)
 
 
@@ -174,7 +180,7 @@ def test_shuffled_positions_control_trains_on_sessions_in_random_order(one_query
     rates = {}
     for control in ("none", "shuffled_positions"):
         model, feed, data = et.build_multr(data_dir, click_model, RANDOMIZED + ",simulator_control=" + control, 4096)
-        batch = model._session_batch(feed, data)
+        batch = model.simulator_phase.draws(feed, data, "simulator_train").next_batch()
         first = batch.features[..., 0]
         assert torch.equal(torch.sort(first, dim=1).values, torch.sort(first[:1].expand_as(first), dim=1).values)
         rates[control] = batch.labels.mean(0).numpy()
@@ -185,3 +191,25 @@ def test_shuffled_positions_control_trains_on_sessions_in_random_order(one_query
     assert np.abs(rates["shuffled_positions"] - rates["shuffled_positions"].mean()).max() < 0.03
     # the documents' click rates are drawn from the same sessions' distribution either way
     np.testing.assert_allclose(rates["shuffled_positions by document"], rates["none by document"], atol=0.03)
+
+
+def test_the_estimator_page_lists_every_knob_in_which_the_paper_the_authors_code_and_the_defaults_differ():
+    from ultra_multr.config import flat_values
+
+    configs = [parse_hparams(MULTRConfig, "")]
+    for name in ("multr_paper.json", "multr_authors_code.json"):
+        with open(os.path.join(REPO_ROOT, "settings", name)) as handle:
+            configs.append(parse_hparams(MULTRConfig, json.load(handle)["learning_algorithm_hparams"]))
+    values = [flat_values(config) for config in configs]
+
+    def shown(value):
+        return "[%s]" % ",".join(str(v) for v in value) if isinstance(value, tuple) else str(value)
+
+    differing = {name: [shown(v[name]) for v in values] for name in values[0]
+                 if len({shown(v[name]) for v in values}) > 1 and name != "seed"}
+    with open(os.path.join(REPO_ROOT, "docs", "estimator.md")) as handle:
+        page = handle.read()
+    section = page.split("## The paper's form, the authors' code's, and the defaults")[1].split("\n## ")[0]
+    rows = {cells[1].strip("` "): [c.strip() for c in cells[2:5]]
+            for cells in (line.split("|") for line in section.splitlines() if line.startswith("| `"))}
+    assert rows == differing

@@ -35,6 +35,6 @@ def test_every_registered_method_gives_hyper_parameters_its_algorithm_accepts():
         parse_hparams(algorithm.config_class, settings["learning_algorithm_hparams"])
     # the logger guard is MULTR's default ("multr" names none); "multr_unguarded" switches it off
     multr = registry.get_method("multr").make_settings(params)["learning_algorithm_hparams"]
-    assert parse_hparams(ultra.utils.find_class("ultra_multr.MULTR").config_class, multr).logger_guard == "order_fit"
+    assert parse_hparams(ultra.utils.find_class("ultra_multr.MULTR").config_class, multr).guards.logger_guard == "order_fit"
     unguarded = registry.get_method("multr_unguarded").make_settings(params)
     assert "logger_guard=none" in unguarded["learning_algorithm_hparams"].split(",")

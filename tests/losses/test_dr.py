@@ -61,13 +61,19 @@ def random_case(seed, batch=5, slots=6, samples=3, padded=True):
     return scores, mask, clicks, pseudo, orders, permutations, propensity
 
 
+def dr_loss(scores, mask, clicks, observed, randomized, weights, variant="dr", rerank_weight=None, guard="clip",
+            normalization="batch_weight", form="mixture"):
+    """The loss of :class:`losses.DoublyRobustLoss` with these settings."""
+    loss = losses.DoublyRobustLoss(form=form, variant=variant, guard=guard, reduction=normalization,
+                                   rerank_weight=rerank_weight)
+    return loss(scores, mask, clicks, observed, randomized, weights)[0]
+
+
 def vectorised(scores, mask, clicks, pseudo, permutations, propensity, variant, rerank_weight=None, guard="none"):
-    """losses.dr_loss on random_case's tensors; unguarded and averaged over queries, like the literal equation."""
+    """The loss on random_case's tensors; unguarded and averaged over queries, like the literal equation."""
     weights = losses.ipw_weights(propensity, mask)
     randomized = to_document_order(pseudo[:, 1:], permutations)
-    return losses.dr_loss(
-        scores, mask, clicks, pseudo[:, 0], randomized, weights, variant, rerank_weight, guard, normalization="none"
-    )
+    return dr_loss(scores, mask, clicks, pseudo[:, 0], randomized, weights, variant, rerank_weight, guard, "none")
 
 
 @pytest.mark.parametrize("rerank_weight", [None, "paper"])
@@ -97,7 +103,7 @@ def test_rerank_weight_mixes_observed_and_mean_re_ranked_terms():
     clicks, observed = torch.tensor([[0.0, 1.0]]), torch.tensor([[1.0, 0.0]])
     randomized = torch.tensor([[[1.0, 0.0], [0.0, 0.0], [1.0, 1.0], [1.0, 0.0]]])  # mean [0.75, 0.25]
     weights, mask = torch.tensor([[1.0, 4.0]]), torch.ones(1, 2, dtype=torch.bool)
-    got = losses.dr_document_weights(clicks, observed, randomized, weights, mask, "dr", 0.25, guard="none")
+    got = losses.dr_document_weights(clicks, observed, randomized, weights, mask, "dr", 0.25)
     assert got[0].tolist() == pytest.approx([0.75 * 0.0 + 0.25 * 0.75, 0.75 * 4.0 + 0.25 * 0.25])
     with pytest.raises(ValueError, match="needs re-ranked pseudo clicks"):
         losses.dr_document_weights(clicks, observed, randomized[:, :0], weights, mask, "dr", 0.5)
@@ -110,10 +116,11 @@ def test_clip_guard_keeps_every_document_weight_non_negative(seed):
     scores, mask, clicks, pseudo, orders, permutations, propensity = random_case(seed, batch=40)
     weights = losses.ipw_weights(propensity, mask)
     randomized = to_document_order(pseudo[:, 1:], permutations)
-    args = (clicks, pseudo[:, 0], randomized, weights, mask, "dr")
-    unguarded = losses.dr_document_weights(*args, guard="none")
+    unguarded = losses.dr_document_weights(clicks, pseudo[:, 0], randomized, weights, mask, "dr")
     assert (unguarded[mask] < 0).any()  # the case has weights the guard must act on
-    clipped = losses.dr_document_weights(*args)  # "clip" is the default
+    clipped_weights = losses.DoublyRobustLoss(guard="clip").weights(clicks, pseudo[:, 0], randomized, weights, mask)
+    clipped = clipped_weights.guarded
+    assert torch.equal(clipped_weights.unguarded, unguarded)
     assert (clipped >= 0).all() and (clipped[~mask] == 0).all()
     assert torch.equal(clipped, unguarded.clamp(min=0))
     share = losses.negative_weight_share(unguarded, mask)
@@ -134,7 +141,7 @@ def minimise(guard, steps=400, lr=1.0):
     optimizer = torch.optim.SGD([scores], lr=lr)
     for _ in range(steps):
         optimizer.zero_grad()
-        loss = losses.dr_loss(scores, mask, clicks, observed, randomized, weights, "dr", guard=guard, normalization="none")
+        loss = dr_loss(scores, mask, clicks, observed, randomized, weights, "dr", guard=guard, normalization="none")
         loss.backward()
         optimizer.step()
     return float(loss.detach()), scores.detach()
@@ -148,7 +155,7 @@ def test_clip_guard_bounds_the_loss_below_and_the_paper_form_is_unbounded():
     assert loss < -1000  # W_1 = -4 rewards pushing document 1 down without end
     assert scores[0, 1] < -1000
     assert losses.negative_weight_share(
-        losses.dr_document_weights(*negative_weight_list(), guard="none"), torch.ones(1, 3, dtype=torch.bool)
+        losses.dr_document_weights(*negative_weight_list()), torch.ones(1, 3, dtype=torch.bool)
     ) == pytest.approx(1 / 3)
 
 
@@ -228,11 +235,36 @@ def test_dla_softmax_loss_matches_ulta_softmax_loss_without_padding():
     assert losses.dla_softmax_loss(scores, labels, weights, mask).item() == pytest.approx(reference.item(), rel=1e-5)
 
 
-def test_unknown_variant_is_refused():
-    with pytest.raises(ValueError, match="variant"):
+def test_unknown_settings_are_refused_naming_the_choices():
+    with pytest.raises(ValueError, match="expected one of dr, eib, got 'ipw'"):
         losses.dr_document_weights(
             torch.zeros(1, 2), torch.zeros(1, 2), torch.zeros(1, 0, 2), torch.ones(1, 2), torch.ones(1, 2, dtype=torch.bool), "ipw"
         )
+    with pytest.raises(ValueError, match="expected one of none, clip, rebalance, got 'clamp' \\(did you mean 'clip'\\?\\)"):
+        losses.DoublyRobustLoss(guard="clamp")
+    with pytest.raises(ValueError, match="the randomized form .* has variant dr only, got variant=eib"):
+        losses.DoublyRobustLoss(form="randomized", variant="eib")
+    with pytest.raises(ValueError, match="the authors_code form .* takes dr_weight_guard none only, got clip"):
+        losses.DoublyRobustLoss(form="authors_code", guard="clip")
+    with pytest.raises(ValueError, match="rerank_weight must be in \\[0, 1\\]"):
+        losses.DoublyRobustLoss(rerank_weight=1.5)
+    with pytest.raises(ValueError, match="the authors_code form is a loss of its own"):
+        losses.DoublyRobustLoss(form="authors_code", guard="none").weights(*negative_weight_list())
+    with pytest.raises(ValueError, match="the randomized form needs re-ranked pseudo clicks, got S = 0"):
+        losses.DoublyRobustLoss(form="randomized", guard="none").weights(*negative_weight_list())
+
+
+def test_every_form_is_a_value_of_rerank_weight_and_the_mixtures_share_prints_as_written():
+    for form in losses.DRForm:
+        if form != losses.DRForm.MIXTURE:
+            assert losses.RerankWeight.parse(form.value).form == form
+    half = losses.RerankWeight.parse("0.50")
+    assert (half.form, half.share.value, str(half), half.auto) == (losses.DRForm.MIXTURE, 0.5, "0.50", False)
+    assert losses.RerankWeight.parse("auto").auto and losses.RerankWeight.parse("paper").share.resolve(8) == 8 / 9
+    with pytest.raises(ValueError, match='expected "randomized", "authors_code", "auto", "paper" or a number'):
+        losses.RerankWeight.parse("half")
+    with pytest.raises(ValueError, match='expected "paper" or a number in \\[0, 1\\], got \'1.5\''):
+        losses.RerankShare.parse("1.5")
 
 
 def test_randomized_weights_use_mean_propensity_over_propensity_whatever_the_scale():
@@ -276,8 +308,8 @@ HAND_BATCH = dict(
     scores=torch.zeros(2, 3, dtype=torch.float64),
     mask=torch.tensor([[True, True, True], [True, True, False]]),
     clicks=torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=torch.float64),
-    observed_pseudo_clicks=torch.tensor([[0.5, 0.2, 0.0], [0.1, 0.3, 0.0]], dtype=torch.float64),
-    randomized_pseudo_clicks=torch.zeros(2, 0, 3, dtype=torch.float64),
+    observed=torch.tensor([[0.5, 0.2, 0.0], [0.1, 0.3, 0.0]], dtype=torch.float64),
+    randomized=torch.zeros(2, 0, 3, dtype=torch.float64),
     weights=torch.tensor([[1.0, 2.0, 4.0], [1.0, 3.0, 0.0]], dtype=torch.float64),
 )
 
@@ -294,17 +326,18 @@ HAND_BATCH = dict(
     ],
 )
 def test_the_batch_reduction_on_a_hand_computed_batch(guard, normalization, expected):
-    loss = losses.dr_loss(**HAND_BATCH, rerank_weight=0.0, guard=guard, normalization=normalization)
+    loss = dr_loss(**HAND_BATCH, rerank_weight=0.0, guard=guard, normalization=normalization)
     assert loss.item() == pytest.approx(expected, rel=1e-12)
 
 
 def test_batch_weight_is_the_default_and_a_batch_without_weight_gives_zero():
-    assert losses.dr_loss(**HAND_BATCH, rerank_weight=0.0, guard="none").item() == pytest.approx(
-        (0.8 * math.log(3) + 2.4 * math.log(2)) / 3.6, rel=1e-12
-    )
+    batch = [HAND_BATCH[k] for k in ("scores", "mask", "clicks", "observed", "randomized", "weights")]
+    unguarded = losses.DoublyRobustLoss(guard="none", rerank_weight=0.0)
+    assert unguarded.reduction == losses.Reduction.BATCH_WEIGHT
+    assert unguarded(*batch)[0].item() == pytest.approx((0.8 * math.log(3) + 2.4 * math.log(2)) / 3.6, rel=1e-12)
     empty = dict(HAND_BATCH, clicks=torch.zeros(2, 3, dtype=torch.float64),
-                 observed_pseudo_clicks=torch.zeros(2, 3, dtype=torch.float64))
-    assert losses.dr_loss(**empty, rerank_weight=0.0, guard="none").item() == 0.0
+                 observed=torch.zeros(2, 3, dtype=torch.float64))
+    assert dr_loss(**empty, rerank_weight=0.0, guard="none").item() == 0.0
     with pytest.raises(ValueError, match="normalization must be one of"):
         losses.weighted_listwise_loss(HAND_BATCH["scores"], HAND_BATCH["mask"], HAND_BATCH["weights"], "mean")
 
@@ -316,10 +349,10 @@ def test_batch_weight_makes_the_loss_independent_of_the_batchs_click_mass(seed):
     weights = losses.ipw_weights(propensity, mask)
     randomized = to_document_order(pseudo[:, 1:], permutations)
     args = (scores, mask, clicks, pseudo[:, 0], randomized)
-    one = losses.dr_loss(*args, weights, guard="clip")
-    ten = losses.dr_loss(*(a * 10 if a.dtype.is_floating_point and a is not scores else a for a in args), weights, guard="clip")
+    one = dr_loss(*args, weights, guard="clip")
+    ten = dr_loss(*(a * 10 if a.dtype.is_floating_point and a is not scores else a for a in args), weights, guard="clip")
     assert ten.item() == pytest.approx(one.item(), rel=1e-10)
-    printed = lambda *a: losses.dr_loss(*a, weights, guard="clip", normalization="none")  # noqa: E731
+    printed = lambda *a: dr_loss(*a, weights, guard="clip", normalization="none")  # noqa: E731
     assert printed(*(a * 10 if a.dtype.is_floating_point and a is not scores else a for a in args)).item() == \
         pytest.approx(10 * printed(*args).item(), rel=1e-10)
 
@@ -365,10 +398,10 @@ def test_the_authors_code_form_equals_a_literal_transcription(seed):
     for s, order in enumerate(permutations):
         in_slots[:, s, order] = permuted_pseudo[s]
     mask = torch.ones(batch, slots, dtype=torch.bool)
-    ours = losses.authors_code_dr_loss(scores, mask, clicks, observed, in_slots, weights)
+    ours = dr_loss(scores, mask, clicks, observed, in_slots, weights, guard="none", form="authors_code")
     literal = literal_authors_code_loss(scores, clicks, observed, permutations, permuted_pseudo, weights)
     assert ours.item() == pytest.approx(literal.item(), rel=1e-10)
-    printed = losses.dr_loss(scores, mask, clicks, observed, in_slots, weights, guard="none", normalization="none")
+    printed = dr_loss(scores, mask, clicks, observed, in_slots, weights, guard="none", normalization="none")
     assert ours.item() != pytest.approx(printed.item(), rel=1e-3)  # not the printed equation
 
 
@@ -386,3 +419,21 @@ def test_the_authors_code_form_on_a_hand_computed_batch():
     # with S = 0 the re-ranked term drops out: (log N - log N + log N) / 2
     none = losses.authors_code_dr_loss(torch.zeros(2, n), mask, clicks, observed, randomized[:, :0], weights)
     assert none.item() == pytest.approx(math.log(n) / 2, rel=1e-6)
+
+
+@pytest.mark.parametrize("form", ["mixture", "randomized"])
+def test_the_loss_objects_rebalance_guard_is_rebalance_weights_of_its_own_form(form):
+    """weights() under the rebalance guard: the form's weights without and with a click, moved by the pseudo clicks'
+    probabilities (expected imputation), padding weightless."""
+    scores, mask, clicks, pseudo, orders, permutations, propensity = random_case(29, batch=30)
+    observed = torch.rand(mask.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * mask
+    randomized = to_document_order(pseudo[:, 1:], permutations)
+    weights = losses.ipw_weights(propensity, mask)
+    unguarded = losses.FORM_RULES[losses.DRForm(form)].document_weights
+    args = (observed, randomized, weights, mask, "dr", 0.5 if form == "mixture" else None)
+    expected = losses.rebalance_weights(unguarded(torch.zeros_like(clicks), *args), unguarded(torch.ones_like(clicks), *args),
+                                        clicks, observed) * mask
+    got = losses.DoublyRobustLoss(form=form, rerank_weight=0.5 if form == "mixture" else None).weights(
+        clicks, observed, randomized, weights, mask)
+    assert torch.allclose(got.guarded, expected) and torch.equal(got.unguarded, unguarded(clicks, *args))
+    assert (got.unguarded[mask] < 0).any() and (got.guarded >= -1e-12).all()

@@ -191,3 +191,17 @@ def test_checkpoint_round_trip_and_compatibility(tmp_path):
 def test_unknown_cell_is_refused():
     with pytest.raises(ValueError, match="cell must be one of"):
         SimulatorConfig(feature_size=3, list_size=2, cell="rnn")
+
+
+def test_a_position_size_of_zero_is_the_papers_decoder_without_a_position_embedding():
+    """simulator_position_size=0 (settings/multr_paper.json): the decoder reads [W1 h; W2 x; W3 a] alone, as the
+    paper's Eq. click_decoder, and knows the position only through its recurrence."""
+    config = SimulatorConfig(feature_size=4, list_size=5, hidden_size=8, position_size=0)
+    simulator = ContextAwareUserSimulator(config)
+    assert sum(p.numel() for p in simulator.position_embedding.parameters()) == 0
+    assert simulator.decoder.cell.weight_ih.shape[1] == 3 * 8
+    features, mask = torch.randn(2, 5, 4), torch.ones(2, 5, dtype=torch.bool)
+    logits = simulator.click_logits(features, mask, torch.zeros(2, 5))
+    assert logits.shape == (2, 5) and torch.isfinite(logits).all()
+    with pytest.raises(ValueError, match="position_size must be >= 0, got -1"):
+        SimulatorConfig(feature_size=4, list_size=5, position_size=-1)

@@ -10,8 +10,8 @@ from test_training import SMALL, build
 
 ultra = require_ultra()
 
-from ultra_multr.algorithms import multr_simulator  # noqa: E402
-from ultra_multr.algorithms.multr_config import MULTRConfig  # noqa: E402
+from ultra_multr.algorithms.multr import MULTRConfig  # noqa: E402
+from ultra_multr.components import sessions, simulator_phase  # noqa: E402
 from ultra_multr.click_models import evaluation  # noqa: E402
 from ultra_multr.config import parse_hparams  # noqa: E402
 from ultra_multr.simulator import ContextAwareUserSimulator, SimulatorTrainingConfig, trainer  # noqa: E402
@@ -27,8 +27,8 @@ def training_fields(config) -> dict:
 def test_the_report_and_multr_read_one_trainers_settings_with_the_same_names_and_defaults():
     for text in ("", SMALL.replace("seed=1,sample_num=1,", "") + "," + TRAINING):
         report = parse_hparams(SimulatorTrainingConfig, text, source="--simulator_hparams")
-        assert training_fields(parse_hparams(MULTRConfig, text)) == dataclasses.asdict(report)
-    assert evaluation.train_simulator is trainer.train_simulator is multr_simulator.train_simulator
+        assert training_fields(parse_hparams(MULTRConfig, text).simulator) == dataclasses.asdict(report)
+    assert evaluation.train_simulator is trainer.train_simulator is simulator_phase.train_simulator
 
 
 class Replay:
@@ -51,9 +51,9 @@ def test_multrs_simulator_is_the_trainers_on_multrs_batches(synthetic_data_dir, 
     """Given MULTR's batches, initial weights and generator, the trainer the report uses gives MULTR's simulator,
     parameter for parameter, after the same steps (early stopping included)."""
     model, _ = build(synthetic_data_dir, SMALL + "," + TRAINING + ",device=cpu")
-    initial = {k: v.clone() for k, v in model.simulator.state_dict().items()}
+    initial = {k: v.clone() for k, v in model.simulator_phase.network.state_dict().items()}
     calls, drawn = [], []
-    real_next_batch = multr_simulator.FeedStream.next_batch
+    real_next_batch = sessions.FeedStream.next_batch
 
     def recording_next_batch(stream):
         drawn.append(real_next_batch(stream))
@@ -63,20 +63,21 @@ def test_multrs_simulator_is_the_trainers_on_multrs_batches(synthetic_data_dir, 
         calls.append((config, heldout, heldout_sessions, generator.get_state()))
         return trainer.train_simulator(simulator, config, stream, heldout, heldout_sessions, generator, *rest)
 
-    monkeypatch.setattr(multr_simulator.FeedStream, "next_batch", recording_next_batch)
-    monkeypatch.setattr(multr_simulator, "train_simulator", recording_trainer)
-    model.prepare_simulator()
+    monkeypatch.setattr(sessions.FeedStream, "next_batch", recording_next_batch)
+    monkeypatch.setattr(simulator_phase, "train_simulator", recording_trainer)
+    model.prepare()
     (config, heldout, heldout_sessions, generator_state), = calls
-    assert config is model.hparams and len(drawn) == 6
+    assert config is model.hparams.simulator and len(drawn) == 6 + len(heldout)  # the held-out batches first
 
-    simulator = ContextAwareUserSimulator(model.simulator_config)
+    simulator = ContextAwareUserSimulator(model.simulator_phase.simulator_config)
     simulator.load_state_dict(initial)
     generator = torch.Generator()
     generator.set_state(generator_state)
-    settings = SimulatorTrainingConfig(**training_fields(model.hparams))
-    fit = trainer.train_simulator(simulator, settings, Replay(drawn), heldout, heldout_sessions, generator)
+    settings = SimulatorTrainingConfig(**training_fields(model.hparams.simulator))
+    fit = trainer.train_simulator(simulator, settings, Replay(drawn[len(heldout):]), heldout, heldout_sessions,
+                                  generator)
     assert fit.steps_run == 6 and len(fit.curve) == 3
-    expected = model.simulator.state_dict()
+    expected = model.simulator_phase.network.state_dict()
     assert all(torch.equal(expected[k], v) for k, v in simulator.state_dict().items())
 
 

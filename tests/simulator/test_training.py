@@ -47,6 +47,12 @@ def drawn(monkeypatch):
     return calls
 
 
+def heldout(model, sessions_per_query):
+    """[Q, K] the logged sessions MULTR's simulator phase holds out of a log of K sessions per training query."""
+    return model.hparams.simulator.heldout_sessions(model.simulator_phase.clicks.n_queries, sessions_per_query,
+                                                    model.hparams.seed)
+
+
 def heldout_and_training_calls(calls):
     """The simulator draws its held-out batches first, from their own feed."""
     heldout_feed = calls[0][0]
@@ -58,7 +64,7 @@ HPARAMS = "seed=1,sample_num=1,simulator_steps=6,simulator_batch_size=16,simulat
 
 def test_simulator_learns_from_the_rankers_fresh_clicks_and_is_measured_on_another_stream(synthetic_data_dir, drawn):
     model, data = build(synthetic_data_dir, HPARAMS)
-    model.prepare_simulator()
+    model.prepare()
     heldout, training = heldout_and_training_calls(drawn)
     assert len(heldout) == 2 and len(training) == 6
     for _, data_set, check_validation, _, clicks in drawn:
@@ -73,13 +79,13 @@ def test_simulator_learns_from_the_rankers_fresh_clicks_and_is_measured_on_anoth
 def test_simulator_never_trains_on_heldout_sessions_of_a_fixed_log(synthetic_data_dir, drawn):
     hparams = "click_model_json=%s,seed=3,sessions_per_query=3" % CASCADE
     model, data = build(synthetic_data_dir, HPARAMS + ",simulator_heldout_fraction=0.3", LOG, hparams)
-    model.prepare_simulator()
-    held = model.heldout_sessions(3)
+    model.prepare()
+    held = heldout(model, 3)
     assert held.sum() == 54  # 30 % of the 60 x 3 logged sessions
     main_feed = ClickLogFeed(model, 16, hparams)
     log = main_feed.click_log(main_feed.arrays_for(data)).astype(np.float32)  # main.py's log
-    heldout, training = heldout_and_training_calls(drawn)
-    for calls, allowed in ((heldout, held), (training, ~held)):
+    heldout_calls, training_calls = heldout_and_training_calls(drawn)
+    for calls, allowed in ((heldout_calls, held), (training_calls, ~held)):
         for _, _, check_validation, queries, clicks in calls:
             assert check_validation and (clicks.sum(axis=1) > 0).all()
             n = clicks.shape[1]
@@ -107,11 +113,10 @@ def test_heldout_sessions_are_seeded_and_a_too_small_log_is_refused(synthetic_da
     model, data = build(synthetic_data_dir, "seed=1,simulator_heldout_fraction=0.1")
     again, _ = build(synthetic_data_dir, "seed=1,simulator_heldout_fraction=0.1")
     other, _ = build(synthetic_data_dir, "seed=2,simulator_heldout_fraction=0.1")
-    assert np.array_equal(model.heldout_sessions(2), again.heldout_sessions(2))
-    assert not np.array_equal(model.heldout_sessions(2), other.heldout_sessions(2))
-    model._train_set = query_subset(data, [4])
+    assert np.array_equal(heldout(model, 2), heldout(again, 2))
+    assert not np.array_equal(heldout(model, 2), heldout(other, 2))
     with pytest.raises(ValueError, match="simulator_heldout_fraction=0.1 of a click log of 1 sessions"):
-        model.heldout_sessions(1)
+        model.hparams.simulator.heldout_sessions(1, 1, model.hparams.seed)
 
 
 @pytest.mark.parametrize("share, minimum, held, judged", [(0.25, 40, 40, True), (0.25, 46, 18, False),
@@ -125,8 +130,8 @@ def test_a_fixed_log_holds_out_the_minimum_where_the_max_share_allows(synthetic_
     model, _ = build(synthetic_data_dir, HPARAMS + ",simulator_heldout_fraction=0.1,simulator_min_heldout_sessions=%d,"
                      "simulator_heldout_max_share=%g" % (minimum, share), LOG, hparams)
     with caplog.at_level(logging.INFO, logger="ultra_multr"):
-        model.prepare_simulator()
-    assert model.heldout_sessions(3).sum() == held
+        model.prepare()
+    assert heldout(model, 3).sum() == held
     training, judgement = LEDGER.decisions["simulator_training"], LEDGER.decisions["user_simulator"]
     assert training["heldout_sessions"] == held
     assert (judgement["decision"] != "not_validated") == judged
@@ -154,7 +159,7 @@ SMALL = "seed=1,sample_num=1,simulator_batch_size=8,simulator_heldout_batches=1,
 
 
 def parameters(model):
-    return {k: v.clone() for k, v in model.simulator.state_dict().items()}
+    return {k: v.clone() for k, v in model.simulator_phase.network.state_dict().items()}
 
 
 def test_early_stopping_stops_on_a_plateau_and_keeps_the_best_state(synthetic_data_dir, monkeypatch):
@@ -179,7 +184,7 @@ def test_early_stopping_stops_on_a_plateau_and_keeps_the_best_state(synthetic_da
 
     monkeypatch.setattr(trainer, "heldout_log_likelihood", scripted)
     monkeypatch.setattr(trainer, "simulator_update", counting_update)
-    model.prepare_simulator()
+    model.prepare()
     assert steps == list(range(1, 9))  # evaluations at 2, 4, 6, 8; patience 2 ends it at 8
     final = parameters(model)
     assert all(torch.equal(final[k], states[1][k]) for k in final)
@@ -190,7 +195,7 @@ def test_killed_pretraining_resumes_and_ends_like_an_uninterrupted_run(synthetic
     # cuda_graphs=off: the update that dies below is the eager one (a CUDA run would otherwise replay graphs).
     hparams = SMALL + ",simulator_steps=9,simulator_eval_every=3,simulator_patience=2,cuda_graphs=off,simulator_checkpoint=%s"
     whole, _ = build(synthetic_data_dir, hparams % (tmp_path / "whole.ckpt"))
-    whole.prepare_simulator()
+    whole.prepare()
 
     killed, _ = build(synthetic_data_dir, hparams % (tmp_path / "killed.ckpt"))
     original_update = trainer.simulator_update
@@ -202,13 +207,13 @@ def test_killed_pretraining_resumes_and_ends_like_an_uninterrupted_run(synthetic
 
     monkeypatch.setattr(trainer, "simulator_update", dies_at_step_8)
     with pytest.raises(KeyboardInterrupt):
-        killed.prepare_simulator()
+        killed.prepare()
     assert os.path.exists(tmp_path / "killed.ckpt.partial") and not os.path.exists(tmp_path / "killed.ckpt")
     monkeypatch.setattr(trainer, "simulator_update", original_update)
 
     resumed, _ = build(synthetic_data_dir, hparams % (tmp_path / "killed.ckpt"))
     with caplog.at_level("INFO"):
-        resumed.prepare_simulator()
+        resumed.prepare()
     assert "resuming from %s at step 6" % (tmp_path / "killed.ckpt.partial") in caplog.text
     expected, got = parameters(whole), parameters(resumed)
     assert all(torch.equal(expected[k], got[k]) for k in expected)
@@ -224,21 +229,21 @@ def test_a_checkpoint_of_other_data_or_click_model_is_retrained_or_refused_when_
         click_model.write_text(handle.read())
     feed_hparams = "click_model_json=%s,seed=3" % click_model
     pinned = SMALL + ",simulator_steps=2,simulator_checkpoint=%s" % (tmp_path / "sim.ckpt")
-    build(synthetic_data_dir, pinned, feed_hparams=feed_hparams)[0].prepare_simulator()
+    build(synthetic_data_dir, pinned, feed_hparams=feed_hparams)[0].prepare()
     with caplog.at_level("INFO"):
-        build(synthetic_data_dir, pinned, feed_hparams=feed_hparams)[0].prepare_simulator()
+        build(synthetic_data_dir, pinned, feed_hparams=feed_hparams)[0].prepare()
     assert "reusing" in caplog.text
 
     click_model.write_text(click_model.read_text().replace("0.1", "0.2", 1))  # same path, other content
     with pytest.raises(ValueError, match="learned from other data or another click model \\(click_model_fingerprint"):
-        build(synthetic_data_dir, pinned, feed_hparams=feed_hparams)[0].prepare_simulator()
+        build(synthetic_data_dir, pinned, feed_hparams=feed_hparams)[0].prepare()
 
     other_data = write_synthetic_ultra_dataset(str(tmp_path / "other"), seed=9)
     unpinned, _ = build(other_data, SMALL + ",simulator_steps=2", feed_hparams=feed_hparams)
-    unpinned.simulator_checkpoint = str(tmp_path / "sim.ckpt")  # where main.py's --model_dir would put it
+    unpinned.simulator_phase.checkpoint_path = str(tmp_path / "sim.ckpt")  # where main.py's --model_dir would put it
     caplog.clear()
     with caplog.at_level("INFO"):
-        unpinned.prepare_simulator()
+        unpinned.prepare()
     assert "differs in" in caplog.text and "data_fingerprint" in caplog.text and "training a new one" in caplog.text
 
 
@@ -246,14 +251,41 @@ def test_progress_is_logged_by_time_as_well_as_by_steps(synthetic_data_dir, monk
     model, _ = build(synthetic_data_dir, SMALL + ",simulator_steps=3,simulator_eval_every=10,simulator_log_every=0")
     monkeypatch.setattr(trainer, "LOG_SECONDS", 0.0)
     with caplog.at_level("INFO"):
-        model.prepare_simulator()
+        model.prepare()
     assert "step 1/3 loss" in caplog.text and "step 2/3 loss" in caplog.text
     assert "step 3/3 loss" in caplog.text and "held-out click log-likelihood" in caplog.text
 
 
 def test_ranker_log_parts_count_real_and_pseudo_clicks_per_list(synthetic_data_dir):
     model, feed, data = build_with_feed(synthetic_data_dir, "seed=1,sample_num=1,simulator_steps=0")
+    model.prepare()
     batch = model.batch(feed.get_batch(data, check_validation=True)[0], model.rank_list_size)
     _, parts = model.training_loss(batch)
     assert parts["clicks_per_list"] == pytest.approx(float(batch.labels.sum(-1).mean()))
     assert parts["clicks_per_list"] >= 1.0 and "pseudo_clicks_per_list" in parts
+
+
+def test_a_checkpoint_saved_before_the_simulators_clip_was_split_off_is_reused_not_retrained(
+    synthetic_data_dir, tmp_path, caplog, monkeypatch
+):
+    """Checkpoints (and training states) saved when one max_gradient_norm clipped ranker and simulator name the
+    simulator's clip so: read back under today's name (simulator_max_gradient_norm), they match and are reused."""
+    from ultra_multr.components import simulator_phase
+    from ultra_multr.simulator import load_training_state, save_training_state
+
+    path = tmp_path / "sim.ckpt"
+    hparams = SMALL + ",simulator_steps=2,simulator_checkpoint=%s" % path
+    build(synthetic_data_dir, hparams)[0].prepare()
+    payload = torch.load(path, weights_only=True)
+    metadata = payload["metadata"]
+    metadata["max_gradient_norm"] = metadata.pop("simulator_max_gradient_norm")  # the key as it was saved before
+    torch.save(payload, path)
+    trained = []
+    monkeypatch.setattr(simulator_phase, "train_simulator", lambda *args: trained.append(args))
+    with caplog.at_level("INFO"):
+        reused, _ = build(synthetic_data_dir, hparams)
+        reused.prepare()
+    assert "user simulator: reusing %s" % path in caplog.text and not trained
+    assert reused.doubly_robust.simulator is reused.simulator_phase.network
+    save_training_state(str(tmp_path / "state"), {"metadata": {"max_gradient_norm": 5.0}, "step": 3})
+    assert load_training_state(str(tmp_path / "state"))["metadata"] == {"simulator_max_gradient_norm": 5.0}

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import random
 import time
 from dataclasses import dataclass
@@ -62,13 +61,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % (2**32))
     torch.manual_seed(seed)
-
-
-def open_training_writer() -> None:
-    """Open the TensorBoard writer in main.py's ``<model_dir>/train_log`` (outside main.py: nothing)."""
-    args = runtime.main_args()
-    if args is not None:
-        tensorboard.open_writer(os.path.join(args.model_dir, "train_log"))
 
 
 @dataclass(frozen=True)
@@ -222,8 +214,8 @@ class PluginAlgorithm(BaseAlgorithm):
         #: whether the run's first update has begun (a pilot's updates are not the run's: it sets this first)
         self.updates_started = False
         self._train_set = data_set
-        #: False until ``tune`` has chosen (its pilot runs before the first update)
-        self._tuned = not self.hparams.tune
+        #: whether :meth:`prepare_training` has run (once, before the first update)
+        self._prepared = False
         #: whether validation reports :meth:`click_loss_summary` (the settings' objective asks for it)
         self.reports_click_loss = exp_settings.get("objective_metric") == CLICK_LOSS_OBJECTIVE
         require(
@@ -233,6 +225,19 @@ class PluginAlgorithm(BaseAlgorithm):
         )
 
     # -- for subclasses --------------------------------------------------
+    def prepare_training(self, valid_set=None, batch_size: Optional[int] = None) -> None:
+        """The one named point before the first update, run once (:meth:`prepare`): where an algorithm's parts
+        that learn before the ranker do so (MULTR's user simulator, then its ``rerank_weight=auto`` pilot), then
+        the ``tune`` pilot (:mod:`ultra_multr.algorithms.tuning`).  An override calls this last.
+
+        Args:
+            valid_set, batch_size: the pilots' validation split and lists per update (None: main.py's).
+        """
+        if self.hparams.tune:
+            from ultra_multr.algorithms.tuning import tune  # the pilot trains through train()
+
+            tune(self, valid_set, batch_size)
+
     def parameter_groups(self) -> List[Tuple[List[torch.nn.Parameter], float]]:
         """(parameters, learning rate) per optimizer; default: the ranker."""
         return [(list(self.model.parameters()), self.hparams.learning_rate)]
@@ -273,19 +278,23 @@ class PluginAlgorithm(BaseAlgorithm):
         return self.hparams.l2_loss * sum((p * p).sum() for p in self.model.parameters()) / 2.0
 
     # -- ULTRA's contract ------------------------------------------------
+    def prepare(self, valid_set=None, batch_size: Optional[int] = None) -> None:
+        """:meth:`prepare_training`, once: the first update and the first validation loss call it (with main.py's
+        validation split); a caller with a validation split of its own may call it first."""
+        if not self._prepared:
+            self._prepared = True  # first: the pilots train through train()
+            self.prepare_training(valid_set, batch_size)
+
     def train(self, input_feed: Dict[str, np.ndarray]):
         """One update. Returns (loss, None, summary) as ULTRA's main.py expects."""
+        self.prepare()
         if self._progress is not None:  # which step main.py's checkpoint holds
             self._progress.step(self.global_step)
-        if not self._tuned:
-            from ultra_multr.algorithms.tuning import tune  # the pilot trains through this method
-
-            tune(self)
         if not self.updates_started:
             self.updates_started = True
             LOGGER.info("ranker: first update starts %.1f s after the process started", time.time() - PROCESS_STARTED)
         if self._optimizers is None:
-            open_training_writer()
+            runtime.open_training_writer()
             self._optimizers = Optimizers(
                 self.parameter_groups(),
                 self.hparams.grad_strategy,
@@ -353,6 +362,7 @@ class PluginAlgorithm(BaseAlgorithm):
         training mode), no gradient.  The L2 penalty (``l2_loss``) is left out: it does not depend on the
         clicks.  main.py averages it over the validation batches weighted by their lists.
         """
+        self.prepare()
         self.set_training_mode(False)
         batch = self.batch(input_feed, self.rank_list_size)
         with torch.no_grad():

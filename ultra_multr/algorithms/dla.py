@@ -49,7 +49,12 @@ class DLAConfig(AlgorithmConfig):
 
 
 class DLA(PluginAlgorithm):
-    """Dual Learning Algorithm: a propensity model and a ranker learnt jointly."""
+    """Dual Learning Algorithm: a propensity model and a ranker learnt jointly.
+
+    Two documented extension points: :meth:`ranking_loss` (the propensity-weighted ranking loss, which
+    MULTR replaces by its doubly-robust one) and :meth:`examination_target` (what the examination loss divides
+    the clicks by, and whether it trains this update).
+    """
 
     config_class = DLAConfig
 
@@ -98,25 +103,22 @@ class DLA(PluginAlgorithm):
         """DLA's propensity-weighted listwise loss; MULTR replaces it."""
         return losses.dla_softmax_loss(scores, batch.labels, weights, batch.mask), {}
 
-    def examination_relevance(
+    def examination_target(
         self, batch: Batch, scores: torch.Tensor, weights: torch.Tensor
-    ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
-        """The relevance scores [B, N] DLA's examination loss divides clicks by, and a loss to add (None).
+    ) -> Optional[Tuple[torch.Tensor, Optional[torch.Tensor]]]:
+        """What the examination side learns from this update: the relevance scores [B, N] DLA's examination loss
+        divides clicks by and a loss to add (None), or None when the examination side (the propensity model and
+        that loss) does not train this update.
 
-        DLA's dual view: the ranker being trained (``scores``); MULTR may put
-        another ranker there (:class:`ultra_multr.algorithms.multr.MULTR`).
+        DLA's dual view, every update: the ranker being trained (``scores``), nothing added.  MULTR may put
+        another ranker there and thin its updates (:class:`ultra_multr.algorithms.multr.MULTR`).
         """
         return scores, None
 
-    def updates_examination(self) -> bool:
-        """Whether this loss trains the examination side: the propensity model and the loss
-        :meth:`examination_relevance` adds.  DLA: always (MULTR may thin it)."""
-        return True
-
     def training_loss(self, batch: Batch) -> Tuple[torch.Tensor, Dict[str, float]]:
         """The examination loss + ``ranker_loss_weight`` x the ranking loss (+ the loss
-        :meth:`examination_relevance` adds), with named parts; the ranking term alone (the propensities as they
-        are) when :meth:`updates_examination` says no."""
+        :meth:`examination_target` adds), with named parts; the ranking term alone (the propensities as they
+        are) when :meth:`examination_target` says the examination side does not train."""
         scores = self.scores(batch)
         # DenoisingNet reads one [B] tensor per position (only for its shape).
         propensity_logits = self.propensity_model(batch.labels.t())
@@ -125,9 +127,10 @@ class DLA(PluginAlgorithm):
         rank_loss, parts = self.ranking_loss(batch, scores, weights)
         parts = dict(parts, rank_loss=float(rank_loss.detach()))
         loss = self.hparams.ranker_loss_weight * rank_loss
-        if not self.updates_examination():
+        target = self.examination_target(batch, scores, weights)
+        if target is None:
             return loss, parts
-        relevance, extra_loss = self.examination_relevance(batch, scores, weights)
+        relevance, extra_loss = target
         with torch.no_grad():  # the examination loss is scale-free in them: no overflow on widely spread scores
             relevance_weights = losses.relative_ipw_weights(
                 relevance, batch.mask, self.hparams.logits_to_prob, self.hparams.max_propensity_weight

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from ultra_multr.algorithms.pilot import DEFAULT_BATCH_SIZE, pilot_scores, read_validation_set, record_choice
+from ultra_multr.components.pilot import DEFAULT_BATCH_SIZE, pilot_scores, read_validation_set, record_choice
 from ultra_multr.compat import runtime
 
 LOGGER = logging.getLogger("ultra_multr")
@@ -45,7 +45,6 @@ def tune(algorithm, valid_set=None, batch_size: int = None) -> float:
         batch_size: lists per pilot update; None: main.py's ``--batch_size``.
     """
     config = algorithm.hparams
-    algorithm._tuned = True  # the pilot trains through algorithm.train
     name, configured = config.tune, getattr(config, config.tune)
     args = runtime.main_args()
     if valid_set is None:

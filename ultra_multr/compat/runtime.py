@@ -15,6 +15,8 @@ import torch
 
 import ultra
 
+from ultra_multr import tensorboard
+
 LOGGER = logging.getLogger("ultra_multr")
 
 #: What our algorithms return as the train summary.  main.py at 1757587 calls
@@ -267,3 +269,10 @@ def requested_selection_bias_cutoff(exp_settings: dict) -> Optional[int]:
     if in_file is not None:
         return int(in_file)
     return int(args.selection_bias_cutoff) if args.selection_bias_cutoff > 0 else None
+
+
+def open_training_writer() -> None:
+    """Open the TensorBoard writer in main.py's ``<model_dir>/train_log`` (outside main.py: nothing)."""
+    args = main_args()
+    if args is not None:
+        tensorboard.open_writer(os.path.join(args.model_dir, "train_log"))

@@ -7,27 +7,30 @@ document is T_d = mean_k(e_k) r_d, its click probability under uniformly random
 orders; the ranker only needs each document's weight proportional to T_d
 within a list (studies/estimator_targets/README.md).
 
-:class:`KnownClickSimulator` plugs a known position-based model into MULTR's
-simulator interface (``sample_clicks``, ``sampled_click_probabilities``), exact
-for the stream in its marginals on the logged order: on any order of the
-query's documents it clicks d at position k with probability
-``e~_k r~_d / P~`` (clamped at 1 when sampling), P~ its own probability of at
-least one click on the logged order.  :func:`expected_weights` gives each
-setting's expected weights in closed form; :func:`monte_carlo_weights` reads
-them from ``MULTR.training_loss`` on batches of MULTR's own training feed.
+Both sides read the weights from the one place MULTR's loss computes them,
+:meth:`ultra_multr.losses.dr.DoublyRobustLoss.weights`:
+:func:`expected_weights` enumerates each document's outcomes (its real click,
+its pseudo click on the logged order, the mean of its pseudo clicks over the
+re-rankings) with their probabilities and takes the expectation of the
+weights of every outcome; :func:`monte_carlo_weights` reads them from MULTR's
+doubly-robust part on batches of MULTR's own training feed.
+:class:`KnownClickSimulator` is a known position-based model behind the
+:class:`~ultra_multr.simulator.UserSimulator` interface, exact for the stream in
+its marginals on the logged order: on any order of the query's documents it
+clicks d at position k with probability ``e~_k r~_d / P~`` (clamped at 1 when
+sampling), P~ its own probability of at least one click on the logged order.
 """
 from __future__ import annotations
 
 import json
 import os
 from dataclasses import dataclass
-from typing import Dict, Sequence, Tuple
-from unittest import mock
+from typing import Any, Dict, Sequence, Tuple
 
 import numpy as np
 import torch
 
-from ultra_multr import losses
+from ultra_multr.losses import DoublyRobustLoss
 from ultra_multr.data.ultra_format import RankedQuery, write_settings, write_split
 
 N_FEATURES = 4
@@ -52,6 +55,12 @@ class Setting:
     variant: str
     guard: str
     imputation: str
+
+    def loss(self) -> DoublyRobustLoss:
+        """The loss object of this setting (the mixture at a)."""
+        mixture = self.form == "mixture"
+        return DoublyRobustLoss(form=self.form, variant=self.variant, guard=self.guard,
+                                rerank_weight=self.a if mixture else None)
 
     def hparams(self, sample_num: int, imputation_samples: int) -> str:
         weight = "randomized" if self.form == "randomized" else repr(self.a)
@@ -100,55 +109,40 @@ def stream_terms(case: Case) -> Dict[str, np.ndarray]:
     }
 
 
-def _expect_over(values: np.ndarray, probabilities: np.ndarray, guard: str) -> np.ndarray:
-    """E[guard(values)] over outcomes [..., K] with probabilities [..., K]."""
-    guarded = np.maximum(values, 0.0) if guard == "clip" else values
-    return (guarded * probabilities).sum(-1)
+def _outcomes(setting: Setting, terms: Dict[str, np.ndarray], sample_num: int) -> Tuple[np.ndarray, ...]:
+    """Each document's outcomes and their probabilities: (clicks, observed, re-ranked mean) [K] values and [K, N]
+    probabilities, K enumerating a real click c ~ Bern(E[c | any]), a pseudo click on the logged order
+    c^o ~ Bern(p^o) and the mean of S pseudo clicks over uniform re-rankings ~ Binomial(S, m) / S, each
+    independent; ``expected`` imputation replaces c^o and the mean by p^o and m (one outcome each)."""
+    from scipy.stats import binom
+
+    click = terms["click"]
+    n = len(click)
+    clicks, click_probs = np.array([0.0, 1.0]), np.stack([1 - click, click])
+    if setting.imputation == "expected":
+        observed, observed_probs = terms["observed"][None], np.ones((1, n))
+        means, mean_probs = terms["randomized"][None], np.ones((1, n))
+    else:
+        p_obs, m = np.minimum(terms["observed"], 1.0), np.minimum(terms["randomized"], 1.0)
+        observed, observed_probs = np.array([0.0, 1.0])[:, None].repeat(n, 1), np.stack([1 - p_obs, p_obs])
+        counts = np.arange(sample_num + 1)
+        means, mean_probs = (counts / sample_num)[:, None].repeat(n, 1), binom.pmf(counts[:, None], sample_num, m[None])
+    grid = np.meshgrid(np.arange(2), np.arange(len(observed)), np.arange(len(means)), indexing="ij")
+    c, o, r = (index.reshape(-1) for index in grid)
+    probabilities = click_probs[c] * observed_probs[o] * mean_probs[r]
+    return clicks[c][:, None].repeat(n, 1), observed[o], means[r], probabilities
 
 
 def expected_weights(setting: Setting, case: Case, sample_num: int) -> np.ndarray:
-    """[N] E[W_d] on the stream, exact (guard included).
-
-    A document's weight depends on its own real click c ~ Bern(E[c | any]),
-    pseudo click c^o ~ Bern(p^o) and mean_s c^s ~ Binomial(S, m) / S (uniform
-    re-rankings: each c^s is Bern(m), independent); ``expected`` imputation
-    replaces c^o and mean_s c^s by p^o and m.
-    """
-    terms = stream_terms(case)
-    ratio_w = case.propensity[0] / case.propensity
-    ratio_bar = case.propensity.mean() / case.propensity
-    from scipy.stats import binom
-
-    click, p_obs, m = terms["click"], np.minimum(terms["observed"], 1.0), np.minimum(terms["randomized"], 1.0)
-    if setting.imputation == "expected":
-        p_obs, m = terms["observed"], terms["randomized"]
-        obs_values, obs_probs = p_obs[:, None], np.ones((len(click), 1))
-        mean_values, mean_probs = m[:, None], np.ones((len(click), 1))
-    else:
-        obs_values, obs_probs = np.array([0.0, 1.0])[None].repeat(len(click), 0), np.stack([1 - p_obs, p_obs], 1)
-        counts = np.arange(sample_num + 1)
-        mean_values = (counts / sample_num)[None].repeat(len(click), 0)
-        mean_probs = binom.pmf(counts[None], sample_num, m[:, None])
-    c = np.array([0.0, 1.0])
-    c_probs = np.stack([1 - click, click], 1)
-    # outcomes [N, 2 (c), Ko, Km]
-    cv = c[None, :, None, None]
-    ov = obs_values[:, None, :, None]
-    mv = mean_values[:, None, None, :]
-    if setting.form == "randomized":
-        values = mv + (cv - ov) * ratio_bar[:, None, None, None]
-    elif setting.variant == "eib":
-        values = (1 - setting.a) * cv + setting.a * mv + 0.0 * ov
-    else:
-        values = (1 - setting.a) * (ov + (cv - ov) * ratio_w[:, None, None, None]) + setting.a * mv
-    probs = c_probs[:, :, None, None] * obs_probs[:, None, :, None] * mean_probs[:, None, None, :]
-    n = len(click)
-    if setting.guard == "rebalance":  # losses.rebalance_weights; expected imputation: one pseudo-click outcome
-        no_click, with_click = values[:, 0, 0, 0], values[:, 1, 0, 0]
-        moved = (no_click + (with_click - no_click) * p_obs) / p_obs
-        values = np.stack([np.where(no_click < 0, 0.0, no_click), np.where(no_click < 0, moved, with_click)], 1)
-        return (values * c_probs).sum(-1)
-    return _expect_over(values.reshape(n, -1), probs.reshape(n, -1), setting.guard)
+    """[N] E[W_d] on the stream, exact (guard included): the expectation over each document's outcomes
+    (:func:`_outcomes`) of :meth:`~ultra_multr.losses.dr.DoublyRobustLoss.weights` (a document's weight depends
+    on its own outcomes and the list's propensities only)."""
+    clicks, observed, means, probabilities = _outcomes(setting, stream_terms(case), sample_num)
+    ipw = torch.as_tensor(case.propensity[0] / case.propensity).expand(len(clicks), -1)
+    as_tensor = lambda values: torch.as_tensor(values, dtype=torch.float64)  # noqa: E731
+    weights = setting.loss().weights(as_tensor(clicks), as_tensor(observed), as_tensor(means).unsqueeze(1), ipw,
+                                     torch.ones(clicks.shape, dtype=torch.bool))
+    return (weights.guarded.numpy() * probabilities).sum(0)
 
 
 def deviation(weights: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -160,7 +154,7 @@ def deviation(weights: np.ndarray, target: np.ndarray) -> np.ndarray:
 # -- MULTR's code path ------------------------------------------------------
 
 class KnownClickSimulator(torch.nn.Module):
-    """A position-based click model behind MULTR's simulator interface.
+    """A position-based click model as a :class:`~ultra_multr.simulator.UserSimulator` (exact probabilities).
 
     Documents are recognised by their first feature (unique per document of
     the one-query data set of :func:`write_one_query_data`).
@@ -173,6 +167,8 @@ class KnownClickSimulator(torch.nn.Module):
             stream's scale, :func:`stream_terms`).
     """
 
+    exact_probabilities = True
+
     def __init__(self, first_features, relevance, exam, logged_any_click: float) -> None:
         super().__init__()
         order = torch.argsort(torch.as_tensor(first_features, dtype=torch.float32))
@@ -180,8 +176,14 @@ class KnownClickSimulator(torch.nn.Module):
         self.register_buffer("relevance", torch.as_tensor(relevance, dtype=torch.float64)[order])
         self.register_buffer("exam", torch.as_tensor(exam, dtype=torch.float64))
         self.scale = 1.0 / logged_any_click
-        self.anchor = torch.nn.Parameter(torch.zeros(()))  # the device, as PseudoClickCache reads it
-        self.config = type("Config", (), {"list_size": len(exam)})()
+        self.list_size = len(exam)
+
+    @property
+    def device(self) -> torch.device:
+        return self.keys.device
+
+    def describe(self) -> Dict[str, Any]:
+        return {"kind": "known_position_based", "exam": self.exam.tolist()}
 
     def _probabilities(self, features, mask, orders) -> torch.Tensor:
         index = torch.searchsorted(self.keys, features[..., 0].contiguous()).clamp(max=len(self.keys) - 1)
@@ -189,11 +191,11 @@ class KnownClickSimulator(torch.nn.Module):
         by_position = torch.gather(relevance.unsqueeze(1).expand_as(orders), 2, orders)
         return by_position * self.exam[: orders.shape[-1]] * self.scale
 
-    def sampled_click_probabilities(self, features, mask, orders, generator=None, **_):
+    def click_probabilities(self, features, mask, orders, generator=None):
         """[B, P, N] exact click probabilities by position (float32)."""
         return self._probabilities(features, mask, orders).float()
 
-    def sample_clicks(self, features, mask, orders, generator=None, **_):
+    def sample_clicks(self, features, mask, orders, generator=None):
         """[B, P, N] 0/1 clicks by position, Bernoulli(min(p, 1))."""
         p = self._probabilities(features, mask, orders).clamp(max=1.0)
         return (torch.rand(p.shape, generator=generator, dtype=torch.float64) < p).float()
@@ -239,7 +241,7 @@ def build_multr(data_dir: str, click_model_json: str, hparams: str, batch_size: 
     }
     data.pad(data.rank_list_size)
     model = MULTR(data, settings)
-    return model, model._click_feed(batch_size=batch_size), data
+    return model, model.simulator_phase.clicks.new_feed(batch_size), data
 
 
 def install(model, case: Case, data) -> None:
@@ -248,14 +250,7 @@ def install(model, case: Case, data) -> None:
     relevance_by_doc = np.empty(len(first))
     relevance_by_doc[np.asarray(data.initial_list[0])] = case.sim_relevance
     simulator = KnownClickSimulator(first, relevance_by_doc, case.sim_exam, any_click(case.sim_exam, case.sim_relevance))
-    model.simulator = model.sampler = simulator
-    model._simulator_ready = True
-    if model.hparams.imputation == "expected":
-        from ultra_multr.feeds.arrays import query_arrays
-        from ultra_multr.imputation import PseudoClickCache
-
-        model.pseudo_click_cache = PseudoClickCache(simulator, model.hparams.imputation_samples, model.generator)
-        model.pseudo_click_cache.add_query_arrays(query_arrays(data, simulator.config.list_size))
+    model.doubly_robust.use(simulator, model.simulator_phase.clicks)
     assert model.hparams.logits_to_prob == "softmax" and model.hparams.max_propensity_weight <= 0
     log_propensity = np.log(case.propensity)
     with torch.no_grad():  # logits >= 0 pass DenoisingNet's ELU unchanged; their softmax is the propensities'
@@ -264,17 +259,15 @@ def install(model, case: Case, data) -> None:
 
 
 def monte_carlo_weights(model, feed, data, batches: int) -> Tuple[np.ndarray, np.ndarray]:
-    """Mean and standard error [N] of the guarded weights ``MULTR.training_loss``
-    passes to the listwise loss, over ``batches`` batches of its training feed."""
+    """Mean and standard error [N] of the guarded weights MULTR's loss gives a batch of its training feed
+    (:meth:`~ultra_multr.components.doubly_robust.DoublyRobust.document_weights`, with DLA's propensity weights of
+    the batch), over ``batches`` batches."""
     seen = []
-    real = losses.dr.weighted_listwise_loss
-
-    def spy(scores, mask, document_weights, normalization):
-        seen.append(document_weights.detach().double())
-        return real(scores, mask, document_weights, normalization)
-
-    with mock.patch.object(losses.dr, "weighted_listwise_loss", spy), torch.no_grad():
+    clicks = model.simulator_phase.clicks
+    with torch.no_grad():
         for _ in range(batches):
-            model.training_loss(model._session_batch(feed, data))
+            batch = clicks.draw(feed, data)
+            ipw = model.propensity_weights(model.propensity_model(batch.labels.t()), batch.mask)
+            seen.append(model.doubly_robust.document_weights(batch, ipw).guarded.double())
     weights = torch.cat(seen).numpy()
     return weights.mean(0), weights.std(0) / np.sqrt(weights.shape[0])

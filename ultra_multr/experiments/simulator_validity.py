@@ -39,7 +39,7 @@ from ultra_multr.compat import startup  # noqa: F401  (ULTRA's fixes before it i
 from ultra_multr.files import atomic_write_text
 from ultra_multr.feeds.arrays import query_arrays
 from ultra_multr.imputation import expected_pseudo_clicks
-from ultra_multr.simulator import load_simulator
+from ultra_multr.simulator import UserSimulator, load_simulator
 from ultra_multr.simulator.controls import TrueClickModelSimulator
 from ultra_multr.click_models.ultra import load_click_model_file
 
@@ -98,10 +98,11 @@ def logger_score_matrix(data_dir: str, split: str, data_set, list_size: int) -> 
     return scores
 
 
-def simulator_validity(simulator, truth, features: torch.Tensor, mask: torch.Tensor, logger_scores: np.ndarray,
-                       samples: int = 256, seed: int = 0) -> Dict[str, object]:
-    """The decile statistic and the per-position ratio of ``simulator`` against ``truth`` on lists ``features``
-    [B, N, F] (``samples`` Monte-Carlo sessions per list and order type)."""
+def simulator_validity(simulator: UserSimulator, truth: UserSimulator, features: torch.Tensor, mask: torch.Tensor,
+                       logger_scores: np.ndarray, samples: int = 256, seed: int = 0) -> Dict[str, object]:
+    """The decile statistic and the per-position ratio of ``simulator`` (any user simulator: a trained one, a
+    design under study) against ``truth`` (the click model behind the clicks) on lists ``features`` [B, N, F]
+    (``samples`` Monte-Carlo sessions per list and order type)."""
     sim_observed, sim_random = expected_pseudo_clicks(simulator, features, mask, samples,
                                                       torch.Generator().manual_seed(seed))
     true_observed, true_random = expected_pseudo_clicks(truth, features, mask, samples,
@@ -136,7 +137,6 @@ def main(argv: Sequence[str] = None) -> int:
     lines = ["run,decile_statistic," + ",".join("ratio_%d" % (k + 1) for k in range(args.list_size))]
     for run_dir in args.run_dirs:
         simulator, _ = load_simulator(os.path.join(run_dir, SIMULATOR_FILE), torch.device("cpu"))
-        simulator.eval()
         result = simulator_validity(simulator, truth, features, mask, scores, args.samples)
         lines.append("%s,%.4f,%s" % (run_dir, result["decile_statistic"],
                                      ",".join("%.4f" % v for v in result["position_ratio"])))

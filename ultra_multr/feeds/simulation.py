@@ -61,7 +61,7 @@ from ultra.input_layer import BaseInputFeed
 
 from ultra_multr import interventions
 from ultra_multr.compat.settings_check import check_main_py_settings
-from ultra_multr.config import parse_hparams, require
+from ultra_multr.config import Off, knob, parse_hparams, require
 from ultra_multr.data import ultre
 from ultra_multr.feeds.arrays import (
     QueryArrays,
@@ -112,8 +112,9 @@ class ClickFeedHParams:
     dynamic_bias_step_interval: int = 1000
     seed: int = 0
     session_budget: int = 0
-    intervention_share: float = 0.0
-    intervention: str = "swap"
+    # added after studies had finished: while off (share 0), both stay out of a run's identity
+    intervention_share: float = knob(0.0, inert_when=Off("intervention_share", 0.0))
+    intervention: str = knob("swap", inert_when=Off("intervention_share", 0.0))
 
     def __post_init__(self) -> None:
         require(

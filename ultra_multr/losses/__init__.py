@@ -5,7 +5,7 @@ re-rankings per query.  ``mask`` [B, N] is True for real documents; padded
 slots never carry clicks, pseudo clicks, weight or loss.
 
 Modules: :mod:`.listwise` (the softmax pieces they share), :mod:`.dla`,
-:mod:`.ipw`, :mod:`.dr` (MULTR), :mod:`.authors_code` (MULTR as the authors' code
+:mod:`.ipw`, :mod:`.dr` (MULTR's loss object and its forms), :mod:`.authors_code` (MULTR as the authors' code
 combines it), :mod:`.rem`, :mod:`.paird`, :mod:`.pal`.
 Every public name is re-exported here, so ``losses.dr_loss`` works.
 """
@@ -18,13 +18,17 @@ from ultra_multr.losses.dla import (
     relative_ipw_weights,
 )
 from ultra_multr.losses.dr import (
-    FORMS,
-    VARIANTS,
-    WEIGHT_GUARDS,
-    apply_weight_guard,
+    AUTO,
+    FORM_RULES,
+    DocumentWeightsOf,
+    DoublyRobustLoss,
+    DRForm,
+    Reduction,
+    RerankShare,
+    RerankWeight,
+    Variant,
+    WeightGuard,
     dr_document_weights,
-    dr_loss,
-    dr_loss_and_weights,
     negative_weight_share,
     paper_rerank_weight,
     randomized_document_weights,
@@ -44,18 +48,22 @@ from ultra_multr.losses.pal import log1mexp, pal_click_log_probability, pal_clic
 from ultra_multr.losses.rem import online_em_update, rem_posteriors, sigmoid_cross_entropy
 
 __all__ = [
-    "FORMS",
+    "AUTO",
+    "DRForm",
+    "DocumentWeightsOf",
+    "DoublyRobustLoss",
+    "FORM_RULES",
     "MIN_WEIGHT_MASS",
     "NORMALIZATIONS",
     "PROBABILITY_FUNCTIONS",
-    "VARIANTS",
-    "WEIGHT_GUARDS",
-    "apply_weight_guard",
+    "Reduction",
+    "RerankShare",
+    "RerankWeight",
+    "Variant",
+    "WeightGuard",
     "authors_code_dr_loss",
     "dla_softmax_loss",
     "dr_document_weights",
-    "dr_loss",
-    "dr_loss_and_weights",
     "ipw_loss",
     "ipw_weights",
     "listwise_document_losses",

@@ -1,5 +1,10 @@
 """Checkpoint I/O of the user simulator: the trained simulator and the
-intermediate training state (each written to a temporary name and renamed)."""
+intermediate training state (each written to a temporary name and renamed).
+
+Both carry the metadata a later run compares with its own to reuse them
+(the knobs declared ``checkpoint=True``, :func:`ultra_multr.config.identity`,
+and the data's fingerprints).  Files written before a knob was renamed are
+read with today's names (:func:`upgrade_metadata`)."""
 from __future__ import annotations
 
 import io
@@ -26,6 +31,24 @@ def _save(path: str, payload: Any) -> None:
     atomic_write_bytes(path, buffer.getvalue())
 
 
+#: Metadata keys renamed since checkpoints were saved: old -> new.
+RENAMED_KEYS = {"max_gradient_norm": "simulator_max_gradient_norm"}
+
+
+def upgrade_metadata(metadata: Dict) -> Dict:
+    """``metadata`` of a checkpoint or training state with today's key names.
+
+    Compatibility with files saved before the rename of :data:`RENAMED_KEYS` (the simulator's gradient clip
+    was ``max_gradient_norm``, shared with the ranker's, until the two were split): the only place that knows
+    the old names.
+    """
+    upgraded = dict(metadata)
+    for old, new in RENAMED_KEYS.items():
+        if old in upgraded and new not in upgraded:
+            upgraded[new] = upgraded.pop(old)
+    return upgraded
+
+
 def save_training_state(path: str, state: Dict) -> None:
     """Write an intermediate training state (tensors, numbers, dicts) to
     ``path`` via a temporary file."""
@@ -33,11 +56,14 @@ def save_training_state(path: str, state: Dict) -> None:
 
 
 def load_training_state(path: str) -> Dict:
-    """Inverse of :func:`save_training_state`, on the CPU."""
+    """Inverse of :func:`save_training_state`, on the CPU (its metadata upgraded: :func:`upgrade_metadata`)."""
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, ValueError, EOFError) as error:
         raise ValueError("%s is not a simulator training state (%s)" % (path, error)) from None
+    if isinstance(state, dict) and isinstance(state.get("metadata"), dict):
+        state["metadata"] = upgrade_metadata(state["metadata"])
+    return state
 
 
 def save_simulator(path: str, simulator: ContextAwareUserSimulator, metadata: Dict) -> None:
@@ -53,13 +79,14 @@ def save_simulator(path: str, simulator: ContextAwareUserSimulator, metadata: Di
 def load_simulator(
     path: str, map_location: Optional[torch.device] = None
 ) -> Tuple[ContextAwareUserSimulator, Dict]:
-    """Inverse of :func:`save_simulator`; returns (simulator, metadata)."""
+    """Inverse of :func:`save_simulator`; returns (simulator, in eval mode: a
+    :class:`~ultra_multr.simulator.protocol.UserSimulator`; metadata, upgraded: :func:`upgrade_metadata`)."""
     try:
         payload = torch.load(path, map_location=map_location or "cpu", weights_only=True)
         config = SimulatorConfig(**payload["config"])
         simulator = ContextAwareUserSimulator(config)
         simulator.load_state_dict(payload["state_dict"])
-        return simulator, dict(payload.get("metadata", {}))
+        return simulator.eval(), upgrade_metadata(payload.get("metadata", {}))
     except (KeyError, TypeError, AttributeError, RuntimeError, ValueError) as error:
         raise ValueError("%s is not a ultra_multr simulator checkpoint (%s)" % (path, error)) from None
 

@@ -15,7 +15,7 @@
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Dict
 
 import numpy as np
 import torch
@@ -43,7 +43,8 @@ def shuffle_positions(batch: Batch, generator: torch.Generator) -> Batch:
 
 
 class TrueClickModelSimulator(torch.nn.Module):
-    """The training feed's click model behind the simulator's interface, exact for main.py's stream.
+    """The training feed's click model as a :class:`~ultra_multr.simulator.protocol.UserSimulator`, exact for
+    main.py's stream.
 
     Documents are recognised by their feature row (:func:`ultra_multr.fingerprints.row_fingerprints`)
     and given their relevance label.  On an order pi of a list shown as sigma, the click probability
@@ -58,12 +59,16 @@ class TrueClickModelSimulator(torch.nn.Module):
         features: [R, F] float32 feature rows of the training documents.
         labels: [R] their relevance labels.
         list_size: N, positions per list.
+        name: the click model's name, for :meth:`describe`.
 
     Raises:
         ValueError: two documents with the same features and different labels.
     """
 
-    def __init__(self, click_model: Any, features: np.ndarray, labels: np.ndarray, list_size: int) -> None:
+    exact_probabilities = True
+
+    def __init__(self, click_model: Any, features: np.ndarray, labels: np.ndarray, list_size: int,
+                 name: str = "") -> None:
         super().__init__()
         keys = row_fingerprints(torch.as_tensor(features, dtype=torch.float32))
         labels_t = torch.as_tensor(labels, dtype=torch.float32)
@@ -79,8 +84,15 @@ class TrueClickModelSimulator(torch.nn.Module):
         self.register_buffer("keys", keys[keep])
         self.register_buffer("labels", labels_t[keep])
         self.click_model = click_model
-        self.anchor = torch.nn.Parameter(torch.zeros(()))  # where the simulator lives, as callers read it
-        self.config = type("Config", (), {"list_size": list_size})()
+        self.list_size = int(list_size)
+        self.name = name or type(click_model).__name__
+
+    @property
+    def device(self) -> torch.device:
+        return self.keys.device
+
+    def describe(self) -> Dict[str, Any]:
+        return {"kind": "true_click_model", "click_model": self.name}
 
     def document_labels(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """[B, N] labels of the documents of features [B, N, F] (0 at padding).
@@ -94,7 +106,7 @@ class TrueClickModelSimulator(torch.nn.Module):
             raise ValueError("simulator_control=true_click_model: a document outside the training split has no label")
         return torch.where(mask, self.labels[index], torch.zeros((), device=features.device))
 
-    def sampled_click_probabilities(self, features, mask, orders, generator=None, **_) -> torch.Tensor:
+    def click_probabilities(self, features, mask, orders, generator=None) -> torch.Tensor:
         """[B, P, N] click probability at each position of orders [B, P, N] (exact, float32)."""
         labels = self.document_labels(features, mask)
         batch, lists, slots = orders.shape
@@ -105,7 +117,7 @@ class TrueClickModelSimulator(torch.nn.Module):
         any_click = (1.0 - no_click).clamp(min=1e-12).to(marginals.dtype)
         return (marginals / any_click.view(batch, 1, 1)).clamp(max=1.0).float()
 
-    def sample_clicks(self, features, mask, orders, generator=None, **_) -> torch.Tensor:
-        """[B, P, N] 0/1 pseudo clicks: Bernoulli draws of :meth:`sampled_click_probabilities`."""
-        p = self.sampled_click_probabilities(features, mask, orders)
+    def sample_clicks(self, features, mask, orders, generator=None) -> torch.Tensor:
+        """[B, P, N] 0/1 pseudo clicks: Bernoulli draws of :meth:`click_probabilities`."""
+        p = self.click_probabilities(features, mask, orders)
         return (torch.rand(p.shape, generator=generator, device=p.device) < p).to(features.dtype)

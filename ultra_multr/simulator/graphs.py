@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
@@ -48,7 +48,8 @@ class _Captured:
 
 
 class GraphedSampler:
-    """``sample_clicks`` of a frozen simulator on CUDA, one graph per shape.
+    """``sample_clicks`` of a frozen simulator on CUDA, one graph per shape; the rest of the
+    :class:`~ultra_multr.simulator.protocol.UserSimulator` is the simulator's own.
 
     Args:
         simulator: frozen (``requires_grad`` off), on a CUDA device.
@@ -62,7 +63,17 @@ class GraphedSampler:
         self.simulator = simulator
         self.lists_per_chunk = lists_per_chunk
         self.device = device
+        self.list_size = simulator.list_size
+        self.exact_probabilities = simulator.exact_probabilities
         self._graphs: Dict[Tuple, _Captured] = {}
+
+    def click_probabilities(self, features: torch.Tensor, mask: torch.Tensor, orders: torch.Tensor,
+                            generator: Optional[torch.Generator] = None) -> torch.Tensor:
+        """The simulator's own (not replayed)."""
+        return self.simulator.click_probabilities(features, mask, orders, generator, self.lists_per_chunk)
+
+    def describe(self) -> Dict[str, Any]:
+        return self.simulator.describe()
 
     def sample_clicks(
         self,

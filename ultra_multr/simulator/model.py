@@ -27,8 +27,8 @@ and sampling runs over chunks of lists (see :mod:`.sampling`).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Tuple
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -51,7 +51,8 @@ class SimulatorConfig:
         cell: "lstm" (paper) or "gru".
         input_mlp: hidden sizes of an ELU MLP applied to features first
             (empty: raw features, as in the paper).
-        position_size: dimension of the decoder's position embedding.
+        position_size: dimension of the decoder's position embedding (0: none, the paper's Eq. click_decoder,
+            where the decoder knows the position only through its recurrence).
     """
 
     feature_size: int
@@ -66,6 +67,7 @@ class SimulatorConfig:
         require(self.feature_size > 0, "feature_size must be > 0, got %d" % self.feature_size)
         require(self.list_size > 0, "list_size must be > 0, got %d" % self.list_size)
         require(self.hidden_size > 0, "hidden_size must be > 0, got %d" % self.hidden_size)
+        require(self.position_size >= 0, "position_size must be >= 0, got %d" % self.position_size)
         object.__setattr__(self, "input_mlp", tuple(int(s) for s in self.input_mlp))
 
 
@@ -263,7 +265,10 @@ class DocumentGates:
 
 
 class ContextAwareUserSimulator(nn.Module):
-    """Learned click model: click probabilities for any ranked list."""
+    """Learned click model: click probabilities for any ranked list (a
+    :class:`~ultra_multr.simulator.protocol.UserSimulator` whose probabilities are one-session estimates)."""
+
+    exact_probabilities = False
 
     def __init__(self, config: SimulatorConfig) -> None:
         super().__init__()
@@ -285,6 +290,17 @@ class ContextAwareUserSimulator(nn.Module):
         self.position_embedding = nn.Embedding(config.list_size, config.position_size)
         self.decoder = RecurrentCell(config.cell, 3 * hidden + config.position_size, hidden)
         self.click_head = nn.Linear(hidden, 1)  # W4, b4
+
+    @property
+    def list_size(self) -> int:
+        return self.config.list_size
+
+    @property
+    def device(self) -> torch.device:
+        return self.click_head.weight.device
+
+    def describe(self) -> Dict[str, Any]:
+        return dict(kind="context_aware", **asdict(self.config))
 
     # -- building blocks -------------------------------------------------
     def document_gates(self, features: torch.Tensor) -> DocumentGates:
@@ -447,7 +463,7 @@ class ContextAwareUserSimulator(nn.Module):
         """
         return self._sample(features, mask, orders, generator, lists_per_chunk)[1]
 
-    def sampled_click_probabilities(
+    def click_probabilities(
         self,
         features: torch.Tensor,
         mask: torch.Tensor,

@@ -180,14 +180,15 @@ def train_simulator(
         else:
             LOGGER.info("user simulator: %s was written with other settings; starting over", partial_path)
     if graphed:
-        update = GraphedSimulatorUpdate(simulator, optimizer, config.simulator_l2, config.max_gradient_norm)
+        update = GraphedSimulatorUpdate(simulator, optimizer, config.simulator_l2,
+                                        config.simulator_max_gradient_norm)
     else:
         update = functools.partial(
             simulator_update,
             simulator,
             optimizer,
             l2_weight=config.simulator_l2,
-            max_gradient_norm=config.max_gradient_norm,
+            max_gradient_norm=config.simulator_max_gradient_norm,
             teacher_forcing_ratio=config.teacher_forcing_ratio,
             generator=generator,
         )

@@ -2,16 +2,20 @@
 
 :class:`SimulatorTrainingConfig` is read by the one training loop,
 :func:`ultra_multr.simulator.trainer.train_simulator`.  MULTR's
-hyper-parameters include it (``DoublyRobustConfig`` inherits it), and the
+hyper-parameters hold it as a group (``simulator``, through
+:class:`ultra_multr.components.simulator_phase.SimulatorSettings`), and the
 simulator report (``--simulator_hparams``) parses the same names with the
 same defaults, so both train the same simulator from the same settings.
+Each knob declares whether it is part of a saved simulator's identity
+(``checkpoint=True``: :func:`ultra_multr.config.identity`); the network's
+shape is, through the checkpoint's ``simulator_config``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Tuple
 
-from ultra_multr.config import require
+from ultra_multr.config import Off, SameAs, knob, require
 from ultra_multr.simulator.model import CELLS, SimulatorConfig
 
 SIMULATOR_OPTIMIZERS = ("adagrad", "adam")
@@ -29,15 +33,16 @@ class SimulatorTrainingConfig:
         simulator_learning_rate: simulator step size (paper: 0.05).
         simulator_optimizer: "adam" or "adagrad" (paper).
         simulator_l2: lambda of the simulator loss.
-        max_gradient_norm: clip the simulator's gradient norm (<= 0: off); in
-            MULTR the same hyper-parameter clips the ranker's.
+        simulator_max_gradient_norm: clip the simulator's gradient norm (<= 0:
+            off); the ranker's is the algorithm's ``max_gradient_norm``.
         simulator_hidden_size: H (paper: 64).
         simulator_cell: "lstm" (paper) or "gru".
         simulator_input_mlp: hidden sizes of an input MLP (paper: none).
             Defaults: Adam 0.005 with an input MLP [128], which fit MQ2008's
             held-out clicks better than the paper's setting
             (settings/multr_paper.json has the paper's).
-        simulator_position_size: decoder position-embedding size.
+        simulator_position_size: decoder position-embedding size (0: none,
+            the paper's decoder).
         teacher_forcing_ratio: share of observed (vs sampled) previous clicks
             fed to the decoder in training (paper: 1.0).
         simulator_heldout_fraction: with a fixed click log, the share of its
@@ -69,24 +74,26 @@ class SimulatorTrainingConfig:
             clicks); see :mod:`ultra_multr.simulator.graphs`.
     """
 
-    simulator_steps: int = 10000
-    simulator_batch_size: int = 256
-    simulator_learning_rate: float = 0.005
-    simulator_optimizer: str = "adam"
-    simulator_l2: float = 1e-5
-    max_gradient_norm: float = 5.0
+    simulator_steps: int = knob(10000, checkpoint=True)
+    simulator_batch_size: int = knob(256, checkpoint=True)
+    simulator_learning_rate: float = knob(0.005, checkpoint=True)
+    simulator_optimizer: str = knob("adam", checkpoint=True)
+    simulator_l2: float = knob(1e-5, checkpoint=True)
+    # split off from the ranker's max_gradient_norm, which clipped both before (runs that kept them equal stay valid)
+    simulator_max_gradient_norm: float = knob(5.0, checkpoint=True, inert_when=SameAs("max_gradient_norm"))
     simulator_hidden_size: int = 64
     simulator_cell: str = "lstm"
     simulator_input_mlp: Tuple[int, ...] = (128,)
     simulator_position_size: int = 16
-    teacher_forcing_ratio: float = 1.0
-    simulator_heldout_fraction: float = 0.1
-    simulator_heldout_max_share: float = 0.0
-    simulator_heldout_batches: int = 4
-    simulator_eval_every: int = 250
-    simulator_patience: int = 5
+    teacher_forcing_ratio: float = knob(1.0, checkpoint=True)
+    simulator_heldout_fraction: float = knob(0.1, checkpoint=True)
+    simulator_heldout_max_share: float = knob(0.0, checkpoint=True,
+                                              inert_when=Off("simulator_heldout_max_share", 0.0))
+    simulator_heldout_batches: int = knob(4, checkpoint=True)
+    simulator_eval_every: int = knob(250, checkpoint=True)
+    simulator_patience: int = knob(5, checkpoint=True)
     simulator_log_every: int = 500
-    simulator_min_heldout_sessions: int = 300
+    simulator_min_heldout_sessions: int = knob(300, checkpoint=True)
     cuda_graphs: str = "auto"
 
     def __post_init__(self) -> None:

@@ -4,7 +4,7 @@ The trivial model is a click rate per position, fitted on the simulator's own
 training sessions (the lists the simulator trains on, lists without a click
 dropped as they are there).  It knows nothing of the documents: a simulator
 whose held-out click log-likelihood is below it has learned nothing usable
-and is never used silently: :meth:`ultra_multr.algorithms.multr_simulator.SimulatorLifecycle.validate_simulator`
+and is never used silently: :meth:`ultra_multr.components.simulator_phase.SimulatorPhase.run`
 warns and MULTR trains with its host algorithm's own losses instead (DLA's for
 :class:`~ultra_multr.algorithms.multr.MULTR`).
 """

@@ -149,14 +149,20 @@ def test_runner_resumes_and_skips_finished_runs(tmp_path):
 
     # So are they when one of our algorithm's defaults changes (the settings name no rerank_weight).
     import dataclasses
-    from ultra_multr.algorithms.multr import MULTR
-    from ultra_multr.algorithms.multr_config import MULTRConfig
+    from ultra_multr.algorithms.multr import MULTR, MULTRConfig
+    from ultra_multr.components.doubly_robust import DoublyRobustSettings
+    from ultra_multr.config import group
+    from ultra_multr.losses import RerankWeight
+
+    @dataclasses.dataclass(frozen=True)
+    class OtherDR(DoublyRobustSettings):
+        rerank_weight: RerankWeight = RerankWeight.parse("0")  # not MULTR's default ("paper")
 
     @dataclasses.dataclass(frozen=True)
     class OtherDefault(MULTRConfig):
-        rerank_weight: str = "0"  # not MULTR's default ("paper")
+        dr: OtherDR = group(OtherDR)
 
-    assert OtherDefault.rerank_weight != MULTRConfig.rerank_weight
+    assert OtherDefault().dr.rerank_weight != MULTRConfig().dr.rerank_weight
 
     original = MULTR.config_class
     MULTR.config_class = OtherDefault

@@ -19,7 +19,6 @@ Each run lives in ``<output_dir>/runs/<dataset>/<fold>/<method>[/<variant>]/seed
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import importlib
 import importlib.util
@@ -30,7 +29,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ultra_multr.config import HParamError, parse_hparams
+from ultra_multr.config import HParamError, identity, old_defaults, parse_hparams
 from ultra_multr.data.prepare import REPORT_FILE as PREPARE_REPORT
 from ultra_multr.data.ultra_format import ultra_data_dir
 from ultra_multr.experiments import methods as registry
@@ -97,74 +96,60 @@ _TYPED_HPARAMS = (
 )
 
 
-#: Options added after runs had finished whose "off" leaves a run bit-identical (each tested so):
-#: (class key, switch, off value, the fields it governs).  While off they are left out of the fingerprint, so a
-#: run finished before they existed stays valid; switched on, they make it another run.
-_INERT_WHEN_OFF = (
-    ("train_input_feed", "intervention_share", 0.0, ("intervention_share", "intervention")),
-    ("learning_algorithm", "propensity_update_every", 1, ("propensity_update_every",)),  # MULTR's
-    ("learning_algorithm", "simulator_heldout_max_share", 0.0, ("simulator_heldout_max_share",)),  # MULTR's
-)
-
-
-def _without_inert_options(class_key: str, values: Dict[str, Any]) -> Dict[str, Any]:
-    """``values`` (a resolved config) less the fields of the :data:`_INERT_WHEN_OFF` options that are off."""
-    for key, switch, off, fields in _INERT_WHEN_OFF:
-        if key == class_key and values.get(switch) == off:
-            values = {name: value for name, value in values.items() if name not in fields}
-    return values
-
-
-#: Hyper-parameters whose default changed while studies had finished runs: (class key, hyper-parameter key, name,
-#: the old default).  A study keeps those runs by naming the old default in its method's hyper-parameters: the
-#: fingerprint's settings leave that naming out (the resolved hyper-parameters, also in the fingerprint, hold the
-#: value either way), so the run fingerprints as it did when the value was the default; left unnamed, the new
-#: default makes it another run.
-_NAMED_OLD_DEFAULTS = (
-    ("learning_algorithm", "learning_algorithm_hparams", "logger_guard", "none"),  # MULTR's is now order_fit
-)
+def _typed_config_class(settings: Dict[str, Any], class_key: str, attribute: str) -> Optional[type]:
+    """The typed config of ``settings[class_key]`` when it is one of our classes (None for ULTRA's own)."""
+    path = settings.get(class_key, "")
+    if not isinstance(path, str) or not path.startswith("ultra_multr."):
+        return None
+    module, name = path.rsplit(".", 1)
+    return getattr(getattr(importlib.import_module(module), name), attribute, None)
 
 
 def fingerprint_settings(settings: Dict[str, Any]) -> Dict[str, Any]:
-    """``settings`` as the fingerprint hashes them: less the namings of :data:`_NAMED_OLD_DEFAULTS` in the
-    hyper-parameter strings of our classes."""
+    """``settings`` as the fingerprint hashes them: our classes' hyper-parameter strings less the namings of an
+    old default (a knob's ``old_default``, :func:`ultra_multr.config.old_defaults`).
+
+    A study keeps the runs it finished before a default changed by naming the old default in its method's
+    hyper-parameters: the fingerprint leaves that naming out (the resolved hyper-parameters, also in the
+    fingerprint, hold the value either way), so the run fingerprints as it did when the value was the default;
+    left unnamed, the new default makes it another run.
+    """
     settings = dict(settings)
-    for class_key, hparams_key, name, old in _NAMED_OLD_DEFAULTS:
-        hparams = settings.get(hparams_key)
-        if not str(settings.get(class_key, "")).startswith("ultra_multr.") or not isinstance(hparams, str):
+    for class_key, hparams_key, attribute in _TYPED_HPARAMS:
+        config_class, hparams = _typed_config_class(settings, class_key, attribute), settings.get(hparams_key)
+        if config_class is None or not isinstance(hparams, str):
             continue
-        naming = re.escape("%s=%s" % (name, old))
-        settings[hparams_key] = re.sub(r"^%s(,|$)" % naming, "", re.sub(r",%s(?=,|$)" % naming, "", hparams))
+        for name, old in old_defaults(config_class).items():
+            naming = re.escape("%s=%s" % (name, old))
+            hparams = re.sub(r"^%s(,|$)" % naming, "", re.sub(r",%s(?=,|$)" % naming, "", hparams))
+        settings[hparams_key] = hparams
     return settings
 
 
 def resolved_hparams(settings: Dict[str, Any]) -> Dict[str, Any]:
-    """The hyper-parameters our algorithm and training feed run with, every default filled in.
+    """The hyper-parameters our algorithm and training feed run with, every default filled in: the run identity
+    of their typed configs (:func:`ultra_multr.config.identity`).
 
     Part of a run's fingerprint: when a default changes (say MULTR's
     ``rerank_weight``), a run finished under the old one is stale, not
-    reused as if it had run the new one (but for options that are off and
-    were added later, :data:`_INERT_WHEN_OFF`; a study keeps such runs by
-    naming the old default, :data:`_NAMED_OLD_DEFAULTS`).  Classes outside ``ultra_multr``
+    reused as if it had run the new one (but for knobs declared inert while
+    off, added after runs had finished; a study keeps such runs by naming the
+    old default, :func:`fingerprint_settings`).  Classes outside ``ultra_multr``
     (ULTRA's own) are left out.  A string the class refuses is kept as its error
     (main.py then refuses the run, naming it).
     """
     resolved: Dict[str, Any] = {}
     for class_key, hparams_key, attribute in _TYPED_HPARAMS:
-        path = settings.get(class_key, "")
-        if not isinstance(path, str) or not path.startswith("ultra_multr."):
-            continue
-        module, name = path.rsplit(".", 1)
-        config_class = getattr(getattr(importlib.import_module(module), name), attribute, None)
+        config_class = _typed_config_class(settings, class_key, attribute)
         if config_class is None:
             continue
         try:
-            config = parse_hparams(config_class, settings.get(hparams_key, ""), "%s of %s" % (hparams_key, path))
+            config = parse_hparams(config_class, settings.get(hparams_key, ""),
+                                   "%s of %s" % (hparams_key, settings[class_key]))
         except HParamError as error:  # main.py refuses it too, naming it in the run's train.stderr
             resolved[class_key] = {"refused": str(error)}
             continue
-        resolved[class_key] = _without_inert_options(
-            class_key, json.loads(json.dumps(dataclasses.asdict(config), default=str)))
+        resolved[class_key] = identity(config, "run")
     return resolved
 
 

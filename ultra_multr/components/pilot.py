@@ -1,8 +1,8 @@
 """``rerank_weight=auto``: the re-ranked term's weight a chosen on the validation split.
 
 MULTR's loss mixes the observed list's doubly-robust term with the simulator's
-clicks on random re-rankings, W_d = (1 - a) [c^o_d + (c_d - c^o_d) w_d] +
-a mean_s c^s_d (the paper fixes a = S / (S + 1)).  The simulator only ever saw
+clicks on random re-rankings, the latter with share a (the formula:
+docs/estimator.md; the paper fixes a = S / (S + 1)).  The simulator only ever saw
 each query's logged order, so its clicks on other orders are extrapolation
 whose worth depends on the data.  The pilot measures it: for every candidate
 a, a copy of the ranker and propensity model, from the same initial state,
@@ -66,8 +66,8 @@ def restored_state(algorithm) -> Iterator[None]:
     saved_modules = {name: copy.deepcopy(module.state_dict()) for name, module in modules.items()}
     saved_attributes = {
         name: getattr(algorithm, name)
-        for name in ("_optimizers", "global_step", "rerank_weight", "train_summary", "eval_summary", "output",
-                     "hparams", "learning_rate", "updates_started")
+        for name in ("_optimizers", "global_step", "train_summary", "eval_summary", "output", "hparams",
+                     "learning_rate", "updates_started")
         if hasattr(algorithm, name)
     }
     generator = getattr(algorithm, "generator", None)  # MULTR's; the baselines draw from the global ones
@@ -135,18 +135,14 @@ def validation_metric(algorithm, valid_set) -> float:
     return float(merged[metric])
 
 
-def set_rerank_weight(algorithm, weight: float) -> None:
-    algorithm.rerank_weight = weight
-
-
 def pilot_scores(
     algorithm, valid_set, candidates: Sequence[float], steps: int, batch_size: int,
-    apply: Callable[[Any, float], None] = set_rerank_weight, phase: str = "rerank_pilot",
+    apply: Callable[[Any, float], None], phase: str,
 ) -> Dict[float, float]:
     """Validation score of each candidate after ``steps`` pilot updates from the current state.
 
-    Each run sets its candidate with ``apply(algorithm, value)`` (default: a
-    of Eq. dr_loss), goes through ``algorithm.train`` (the real update:
+    Each run sets its candidate with ``apply(algorithm, value)`` (e.g. a of
+    Eq. dr_loss), goes through ``algorithm.train`` (the real update:
     losses, optimizers, clipping) and leaves no trace: the state is restored
     after it.  Its sessions count in the run's budget under ``phase``.  A
     candidate whose training loss is not finite (``FloatingPointError`` from
@@ -188,11 +184,13 @@ def pilot_scores(
 
 
 def choose_by_validation(
-    algorithm, valid_set, candidates: Sequence[float], steps: int, batch_size: int
+    algorithm, valid_set, candidates: Sequence[float], steps: int, batch_size: int,
+    apply: Callable[[Any, float], None],
 ) -> Tuple[float, Dict[float, float]]:
-    """The candidate a with the best validation score after the pilot (logged), and every candidate's score."""
+    """The candidate a with the best validation score after the pilot (logged, set with ``apply``), and every
+    candidate's score."""
     started = time.perf_counter()
-    scores = pilot_scores(algorithm, valid_set, candidates, steps, batch_size)
+    scores = pilot_scores(algorithm, valid_set, candidates, steps, batch_size, apply, "rerank_pilot")
     chosen = max(scores, key=lambda weight: scores[weight])  # first of the best on ties (candidates' order)
     metric = algorithm.exp_settings.get("objective_metric", "validation metric")
     LOGGER.info(
