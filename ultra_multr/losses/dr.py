@@ -86,20 +86,9 @@ def dr_document_weights(
     variant: Variant = Variant.DR,
     rerank_weight: Optional[float] = None,
 ) -> torch.Tensor:
-    """How much each document's Delta counts in Eq. dr_loss (the mixture), unguarded.
-
-    Because Delta(d | pi) is the same for every order pi of a query's
-    documents, Eq. dr_loss collapses to ``sum_d W_d Delta(d)`` with
-
-        dr:  W_d = (1 - a) [c^o_d + (c_d - c^o_d) w_d] + a mean_s c^s_d
-        eib: W_d = (1 - a) c_d + a mean_s c^s_d
-
-    where c is the real click, c^o the pseudo click on the observed list,
-    c^s the pseudo click the document received in re-ranking s, w its
-    inverse propensity weight on the observed list and a the weight of the
-    re-ranked (imputed) term.  a = S / (S + 1) is the paper's Eq. dr_loss,
-    ``[c^o_d + sum_s c^s_d + (c_d - c^o_d) w_d] / (S + 1)``; a = 0 is the
-    observed list alone.
+    """How much each document's Delta counts in Eq. dr_loss (the mixture), unguarded: W_d of the formula in
+    docs/estimator.md, with a the re-ranked term's share (a = S / (S + 1) is the equation as printed, a = 0 the
+    observed list alone) and, for EIB-MULTR, the real click in place of the corrected observed term.
 
     Args:
         clicks: [B, N] real clicks on the observed list.
