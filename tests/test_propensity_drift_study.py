@@ -146,7 +146,7 @@ def test_evidence_reads_the_final_ranker_on_the_training_lists_and_adds_the_data
     assert "corr(logging feature, label)" in texts["data.md"]
     assert os.path.getsize(os.path.join(root, "results", "curves.png")) > 0
     # q1: dla 0.5 + 0.5, multr 0.5 + 0.4; q0 equal: a mean difference of 0.05, and p = 1 with one differing query
-    assert "| dla__default | multr__default | 1, 1 | +0.0500 | 1 |" in texts["pairs.md"].splitlines()
+    assert "| dla__default | multr__default | 1, 1 | +0.0500 (-; 1 pairs) | +0.0500 | 1 |" in texts["pairs.md"].splitlines()
 
 
 def test_score_evidence_and_implied_propensity_on_hand_made_lists():

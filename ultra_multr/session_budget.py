@@ -36,7 +36,10 @@ decided: MULTR's ``user_simulator`` (accepted, rejected or not validated,
 on how many held-out sessions), ``simulator_training`` (early stopping on,
 off, or refused for too few held-out sessions), ``rerank_weight``
 (``rerank_weight=auto``'s a) and ``tune`` (a ``tune`` pilot's value); the
-last two say ``by`` what (one of :data:`CHOSEN_BY`).  Tables read them from
+last two say ``by`` what (one of :data:`CHOSEN_BY`); and, for every
+algorithm of ours, ``ranker_losses``: whose losses the ranker trained with
+and, when they were another algorithm's (MULTR's host's), why
+(:func:`record_ranker_losses`, :func:`trained_as_host`).  Tables read them from
 here (:mod:`ultra_multr.experiments.budget`), not from the log.  Also the
 torch thread count (a simulator's fit differs at another thread count).
 
@@ -60,11 +63,19 @@ from ultra_multr.files import atomic_write_text
 PHASES = ("ranker", "simulator_train", "simulator_heldout", "rerank_pilot", "tuning_pilot")
 BUDGET_FILE = "session_budget.json"
 #: ``session_budget.json``'s ``ledger_version``: 2 holds every pilot's choice and refusal among the decisions;
-#: 3 adds the intervention sessions (``interventions`` per phase and for the run).
-LEDGER_VERSION = 3
+#: 3 adds the intervention sessions (``interventions`` per phase and for the run); 4 the decision ``ranker_losses``.
+LEDGER_VERSION = 4
 #: How a pilot's choice was made (``by`` of the ``rerank_weight`` and ``tune`` decisions): by its pilot, or
 #: without one: too few validation queries, no validation split, the simulator not used, a single candidate.
 CHOSEN_BY = ("pilot", "too_few_validation_queries", "no_validation_split", "simulator_not_used", "only_candidate")
+
+
+#: The ledger decision naming the losses the ranker trained with (:func:`record_ranker_losses`).
+RANKER_LOSSES = "ranker_losses"
+#: Why an algorithm trained with its host's losses, by the decision that made it (the logger guard's, the
+#: simulator guard's): the short name tables mark a run with.
+HOST_LOSSES_BECAUSE = {"fired": "logger guard", "too_few_queries": "logger guard, too few queries",
+                       "rejected": "simulator rejected", "not_validated": "simulator not validated"}
 
 
 class SessionBudgetExceeded(RuntimeError):
@@ -185,6 +196,41 @@ def _write_at_exit() -> None:  # pragma: no cover - runs when main.py's process 
 atexit.register(_write_at_exit)
 
 
+def record_ranker_losses(algorithm: str, trained_as: str, losses: str, why: Optional[str] = None) -> str:
+    """Record whose losses the ranker trains with (decision :data:`RANKER_LOSSES`); returns the run's one log line
+    of it, ``ranker trained with: <losses>[ (<algorithm> trained as <host>: <why>)]``.
+
+    Args:
+        algorithm: the algorithm's name ("MULTR").
+        trained_as: whose losses: the algorithm's own name, or its host's ("DLA") when it trains as its host.
+        losses: what they are, in words.
+        why: the reason it trains as its host (one of :data:`HOST_LOSSES_BECAUSE`'s values); None otherwise.
+    """
+    LEDGER.record_decision(RANKER_LOSSES, {"algorithm": algorithm, "trained_as": trained_as, "why": why})
+    line = "ranker trained with: %s" % losses
+    if trained_as != algorithm:
+        line += " (%s trained as %s: %s)" % (algorithm, trained_as, why)
+    return line
+
+
+def trained_as_host(decisions: Dict[str, Dict[str, Any]]) -> Optional[Dict[str, str]]:
+    """``{"host": ..., "why": ...}`` when a run's ledger decisions say it trained with its host's losses, else None.
+
+    Read from :data:`RANKER_LOSSES`; a ledger written before that decision existed says it through its guards'
+    decisions (``host_losses``), which do not name the host ("host").
+    """
+    if RANKER_LOSSES in decisions:
+        record = decisions[RANKER_LOSSES]
+        if record["trained_as"] == record["algorithm"]:
+            return None
+        return {"host": record["trained_as"], "why": record["why"]}
+    for name in ("logger_guard", "user_simulator"):
+        decision = decisions.get(name, {})
+        if decision.get("host_losses"):
+            return {"host": "host", "why": HOST_LOSSES_BECAUSE[decision["decision"]]}
+    return None
+
+
 def read_summary(run_dir: str) -> Optional[Dict]:
     """A runner run's session counts (``<run_dir>/model/session_budget.json``), None without them."""
     path = os.path.join(run_dir, "model", BUDGET_FILE)
@@ -195,6 +241,6 @@ def read_summary(run_dir: str) -> Optional[Dict]:
 
 
 __all__ = [
-    "BUDGET_FILE", "CHOSEN_BY", "LEDGER", "LEDGER_VERSION", "PHASES", "SessionBudgetExceeded", "SessionLedger",
-    "read_summary", "write_summary",
+    "BUDGET_FILE", "CHOSEN_BY", "HOST_LOSSES_BECAUSE", "LEDGER", "LEDGER_VERSION", "PHASES", "RANKER_LOSSES",
+    "SessionBudgetExceeded", "SessionLedger", "read_summary", "record_ranker_losses", "trained_as_host", "write_summary",
 ]

@@ -69,7 +69,7 @@ from ultra_multr.files import atomic_write_text
 from ultra_multr.experiments import budget, compare, diagnostics
 from ultra_multr.experiments.fold_study import study_config
 from ultra_multr.experiments.runner import cli as runner
-from ultra_multr.experiments.aggregate import METRICS, collect_runs
+from ultra_multr.experiments.aggregate import METRICS, as_host_counts, collect_runs, marked_label
 from ultra_multr.experiments.significance import randomization_test
 from ultra_multr.generate.ultra_dataset import write_recipe_dataset
 
@@ -128,7 +128,8 @@ def finished_runs(runs_dir: str, method: str, variant, seeds) -> list:
 
 
 def pairwise_table(runs_dir: str, groups, n_permutations: int = 10000, pairs=None, seeds=None) -> str:
-    """Markdown: per pair of (label, method, variant) groups with finished runs, the paired p per metric.
+    """Markdown: per pair of (label, method, variant) groups with finished runs, per metric the paired differences
+    over runs (same set and seed: mean, 95 % interval, sign-flip p) and the pooled query-level p beside them.
 
     ``pairs``: (label, label) pairs to test (default: every pair); ``seeds``: only the runs of these seeds
     (default: all), so that both sides of a pair have the same seeds."""
@@ -138,9 +139,11 @@ def pairwise_table(runs_dir: str, groups, n_permutations: int = 10000, pairs=Non
     for (label_a, a), (label_b, b) in itertools.combinations(found, 2):
         if a is None or b is None or (pairs is not None and (label_a, label_b) not in pairs):
             continue
-        cells = compare.significance_row(a, b, n_permutations)
-        lines.append("| %s (%d) vs %s (%d) | %s |" % (
-            label_a, len(a), label_b, len(b), " | ".join(cells[m] for m in METRICS)))
+        for what, cells in (("over runs", compare.over_runs_row(a, b, n_permutations)),
+                            ("p over queries", compare.significance_row(a, b, n_permutations))):
+            lines.append("| %s vs %s: %s | %s |" % (
+                compare.group_label(label_a, a), compare.group_label(label_b, b), what,
+                " | ".join(cells[m] for m in METRICS)))
     missing = [label for label, records in found if records is None]
     note = "\nNot run: %s.\n" % ", ".join(missing) if missing else ""
     return "\n".join(lines) + "\n" + note
@@ -149,8 +152,9 @@ def pairwise_table(runs_dir: str, groups, n_permutations: int = 10000, pairs=Non
 def grid_table(runs_dir: str, groups, folds, seeds, reference: str = "DLA (tuned)", oracle: str = "Oracle",
                n_permutations: int = 10000) -> str:
     """Markdown: per group, over the runs of ``folds`` x ``seeds``, nDCG@10 and ERR@10 (mean ± sd over runs), the
-    difference to ``reference`` with its paired p (queries both have, pooled over sets, each averaged over seeds)
-    and the share of the ``oracle`` - ``reference`` gap closed (nDCG@10)."""
+    difference to ``reference`` over runs (same set and seed: mean [95 % interval] (sign-flip p)) and over the
+    queries with its paired p (queries both have, pooled over sets, each averaged over seeds), and the share of the
+    ``oracle`` - ``reference`` gap closed (nDCG@10).  A group whose runs trained as their host is marked."""
     wanted = {"Fold%d" % k for k in folds}
     found = {label: [r for r in finished_runs(runs_dir, method, variant, seeds) if r.info["fold"] in wanted]
              for label, method, variant in groups}
@@ -160,14 +164,16 @@ def grid_table(runs_dir: str, groups, folds, seeds, reference: str = "DLA (tuned
     lines = ["Sets %s, seeds %s.  Δ and p against %s (two-sided Fisher randomisation test, %d permutations); gap "
              "closed: (method - %s) / (%s - %s) in nDCG@10." % (", ".join(map(str, folds)), ", ".join(map(str, seeds)),
                                                                reference, n_permutations, reference, oracle, reference),
-             "", "| method | runs | nDCG@10 | ERR@10 | Δ nDCG@10 (p) | Δ ERR@10 (p) | gap closed |", "|---" * 7 + "|"]
+             "", "| method | runs | nDCG@10 | ERR@10 | Δ nDCG@10 over runs [95 % interval] (p) | Δ nDCG@10 (p) | "
+                 "Δ ERR@10 (p) | gap closed |", "|---" * 8 + "|"]
     for label, runs in found.items():
         if not runs:
-            lines.append("| %s | 0 | not run | | | | |" % label)
+            lines.append("| %s | 0 | not run | | | | | |" % label)
             continue
         cells = ["%.3f ± %.3f" % (mean[label][m], np.std([r.mean(m) for r in runs], ddof=1) if len(runs) > 1 else 0.0)
                  for m in metrics]
         if base and label != reference:
+            cells.append(compare.over_runs_row(runs, base, n_permutations)["ndcg_10"])
             for m in metrics:
                 x, y = compare.paired(runs, base, m)
                 cells.append("%+.3f (%.3g)" % (np.mean(x - y), randomization_test(x, y, n_permutations)))
@@ -175,8 +181,9 @@ def grid_table(runs_dir: str, groups, folds, seeds, reference: str = "DLA (tuned
             cells.append("%.0f %%" % (100 * (mean[label]["ndcg_10"] - mean[reference]["ndcg_10"]) / gap)
                          if top and label != oracle and gap > 0 else "")
         else:
-            cells += ["", "", ""]
-        lines.append("| %s | %d | %s |" % (label, len(runs), " | ".join(cells)))
+            cells += ["", "", "", ""]
+        lines.append("| %s | %d | %s |" % (marked_label(label, as_host_counts(runs), len(runs)), len(runs),
+                                           " | ".join(cells)))
     return "\n".join(lines) + "\n"
 
 

@@ -36,7 +36,7 @@ from ultra_multr.generate.ultra_dataset import write_stress_set
 from ultra_multr.generate.ultra_recipe import SCREENED_RECIPES as RECIPES
 from ultra_multr.generate.ultra_recipe import write_recipe_dataset
 from ultra_multr.experiments import budget, compare
-from ultra_multr.experiments.aggregate import collect_runs
+from ultra_multr.experiments.aggregate import as_host_counts, collect_runs, marked_label, runs_over_runs
 from ultra_multr.experiments.runner import cli as runner
 from ultra_multr.experiments.significance import randomization_test
 
@@ -90,8 +90,12 @@ GRID_METHODS = ("oracle_pilot", "dla_pilot", "naive_pilot", "multr_pilot", "rand
 GROUPS = {"recipe": "ultra_recipe", "stress": "stress"}
 #: The screening's two methods; the grid's (--grid) add Naive, MULTR and Rand-MULTR.
 SCREEN_METHODS = ("oracle_pilot", "dla_pilot")
-GRID_COLUMNS = ("data", "regime", "method", "runs", "ndcg10", "delta_vs_dla", "p_vs_dla", "p_holm")
-SET_COLUMNS = ("data", "set", "regime", "method", "runs", "ndcg10", "delta_vs_dla", "p_vs_dla")
+#: Beside the pooled query-level test (p_vs_dla, p_holm): the paired differences over runs (same set, same seed)
+#: against DLA, their 95 % t-interval (ci_low, ci_high) and sign-flip p (p_runs, from 6 pairs).
+GRID_COLUMNS = ("data", "regime", "method", "runs", "ndcg10", "delta_vs_dla", "ci_low", "ci_high", "p_runs",
+                "p_vs_dla", "p_holm")
+SET_COLUMNS = ("data", "set", "regime", "method", "runs", "ndcg10", "delta_vs_dla", "ci_low", "ci_high", "p_runs",
+               "p_vs_dla")
 SEED_COLUMNS = ("data", "set", "seed", "regime", "method", "ndcg10", "delta_vs_dla", "p_vs_dla")
 GOAL_GAP, GOAL_P = 0.010, 0.01
 COLUMNS = ("recipe", "nonlinear", "label_noise", "features", "train_queries", "logger_ndcg10", "oracle_ndcg10",
@@ -167,14 +171,27 @@ def _finished(runs_dir: str, methods: Sequence[str]) -> Dict[str, list]:
     return {method: runs[method] for method in methods if method in runs}
 
 
+def over_runs_cells(mine: list, theirs: list, n_permutations: int) -> dict:
+    """ci_low, ci_high and p_runs of ``mine``'s runs against ``theirs``' paired by set and seed (empty where
+    there are too few pairs)."""
+    result = runs_over_runs(mine, theirs, "ndcg_10", n_permutations)
+    if result is None:
+        return {"ci_low": "", "ci_high": "", "p_runs": ""}
+    bound = lambda value: "" if np.isnan(value) else "%+.4f" % value  # noqa: E731
+    return {"ci_low": bound(result.ci_low), "ci_high": bound(result.ci_high),
+            "p_runs": "" if result.p is None else "%.4g" % result.p}
+
+
 def _against_dla(mine: list, dla: list, method: str, n_permutations: int) -> dict:
-    """runs, ndcg10, delta_vs_dla, p_vs_dla and p_holm (= p: one test) of ``mine`` against ``dla``."""
+    """runs, ndcg10, delta_vs_dla (pooled queries), ci_low, ci_high and p_runs (over runs), p_vs_dla and p_holm
+    (= p: one test) of ``mine`` against ``dla``; the method's label marks runs that trained as their host."""
     a, b = compare.paired(mine, dla, "ndcg_10")
     same = method == "dla_pilot"
     p = 1.0 if same else randomization_test(a, b, n_permutations)
-    return {"method": METHODS[method]["label"], "runs": len(mine), "ndcg10": "%.4f" % float(np.mean(a)),
-            "delta_vs_dla": "" if same else "%+.4f" % float(np.mean(a - b)),
-            "p_vs_dla": "" if same else "%.4g" % p, "p_holm": "" if same else "%.4g" % p}
+    runs = {"ci_low": "", "ci_high": "", "p_runs": ""} if same else over_runs_cells(mine, dla, n_permutations)
+    return dict(runs, method=marked_label(METHODS[method]["label"], as_host_counts(mine), len(mine)), runs=len(mine),
+                ndcg10="%.4f" % float(np.mean(a)), delta_vs_dla="" if same else "%+.4f" % float(np.mean(a - b)),
+                p_vs_dla="" if same else "%.4g" % p, p_holm="" if same else "%.4g" % p)
 
 
 def grid_rows(runs_dir: str, methods: Sequence[str], regime: str = "cascade", n_permutations: int = 10000
@@ -220,7 +237,7 @@ def set_rows(runs_dir: str, methods: Sequence[str], regime: str = "cascade", n_p
 #: the log with 10 % swap sessions, MULTR against DLA on that log and against MULTR on the plain log.
 PAIRS = (("multr_pilot", "rand_multr_pilot"), ("multr_swap10_pilot", "dla_swap10_pilot"),
          ("multr_swap10_pilot", "multr_pilot"))
-PAIR_COLUMNS = ("data", "regime", "method", "against", "runs", "delta", "p")
+PAIR_COLUMNS = ("data", "regime", "method", "against", "runs", "delta", "ci_low", "ci_high", "p_runs", "p")
 
 
 def pair_rows(runs_dir: str, regime: str = "cascade", n_permutations: int = 10000) -> List[dict]:
@@ -233,22 +250,24 @@ def pair_rows(runs_dir: str, regime: str = "cascade", n_permutations: int = 1000
             mine, theirs = ([r for r in runs.get(m, []) if r.info["dataset"] == dataset] for m in (method, against))
             if mine and theirs:
                 a, b = compare.paired(mine, theirs, "ndcg_10")
-                rows.append({"data": group, "regime": regime, "method": METHODS[method]["label"],
-                             "against": METHODS[against]["label"], "runs": "%d vs %d" % (len(mine), len(theirs)),
-                             "delta": "%+.4f" % float(np.mean(a - b)),
-                             "p": "%.4g" % randomization_test(a, b, n_permutations)})
+                rows.append(dict(over_runs_cells(mine, theirs, n_permutations), data=group, regime=regime,
+                                 method=marked_label(METHODS[method]["label"], as_host_counts(mine), len(mine)),
+                                 against=marked_label(METHODS[against]["label"], as_host_counts(theirs), len(theirs)),
+                                 runs="%d vs %d" % (len(mine), len(theirs)), delta="%+.4f" % float(np.mean(a - b)),
+                                 p="%.4g" % randomization_test(a, b, n_permutations)))
     return rows
 
 
 def write_rows(rows: Sequence[dict], columns: Sequence[str], results_dir: str, name: str, caption: str) -> None:
-    """``<name>.csv`` and ``<name>.md`` (the caption, then the rows as a table), atomically."""
+    """``<name>.csv`` and ``<name>.md`` (the caption, then the rows as a table), atomically; a column a row lacks
+    (a table written before the column existed, combined with newer ones) is empty."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")  # quotes a label with a comma
     writer.writerow(columns)
-    writer.writerows([row[c] for c in columns] for row in rows)
+    writer.writerows([row.get(c, "") for c in columns] for row in rows)
     atomic_write_text(os.path.join(results_dir, name + ".csv"), buffer.getvalue())
     lines = [caption, "", "| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
-    lines += ["| " + " | ".join(str(row[c]) for c in columns) + " |" for row in rows]
+    lines += ["| " + " | ".join(str(row.get(c, "")) for c in columns) + " |" for row in rows]
     atomic_write_text(os.path.join(results_dir, name + ".md"), "\n".join(lines) + "\n")
 
 
@@ -282,8 +301,11 @@ def write_grid(rows: Sequence[dict], results_dir: str, steps: int, seeds: Sequen
     write_rows(rows, GRID_COLUMNS, results_dir, name, (
         "Sets %s, %s clicks, seeds %s, %d ranker updates for every method, every learning rate from "
         "the same pilot {0.01, 0.05}; MULTR's simulator stopped by its held-out curve (cap 10,000). runs: the "
-        "finished runs behind a row (sets x seeds). delta and p: against DLA on the same group, paired two-sided "
-        "Fisher randomisation test over the pooled test queries (each averaged over seeds)."
+        "finished runs behind a row (sets x seeds). delta_vs_dla: against DLA on the same group, over the pooled "
+        "test queries (each averaged over seeds); ci_low, ci_high: the 95 %% t-interval of the mean paired "
+        "difference over runs (same set and seed), p_runs its sign-flip p (from 6 pairs): the claim rests on "
+        "these; p_vs_dla: the paired two-sided Fisher randomisation test over the pooled queries, beside it. "
+        "A method marked → DLA (...) trained as DLA in that many runs (a guard's fallback)."
         % (", ".join(sets), regime, ", ".join(map(str, seeds)), steps)))
 
 
@@ -302,6 +324,9 @@ def main(argv: Sequence[str] = None) -> int:
     parser.add_argument("--recipes", nargs="*", default=list(RECIPES), choices=list(RECIPES),
                         help="the recipe sets (none: with --grid, only the stress sets of --stress-seeds)")
     parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--valid-queries", type=int,
+                        help="validation queries of every generated recipe set (default: the recipe's, "
+                             "ultra_multr.generate.ultra_recipe.Recipe.valid_queries)")
     parser.add_argument("--seed", type=int, default=0, help="the screening's seed")
     parser.add_argument("--grid", type=int, nargs="+", metavar="SEED",
                         help="the grid instead of the screening: Oracle, Naive, DLA, MULTR, Rand-MULTR with these "
@@ -338,7 +363,8 @@ def main(argv: Sequence[str] = None) -> int:
     if args.sessions_per_query < 0 or (args.sessions_per_query and not args.grid):
         parser.error("--sessions-per-query %d: a count >= 0, with --grid" % args.sessions_per_query)
     out = os.path.abspath(args.out)
-    recipes = {("%s_set%d" % (name, k) if k else name): replace(RECIPES[name], seed=k)
+    sizes = {"valid_queries": args.valid_queries} if args.valid_queries else {}
+    recipes = {("%s_set%d" % (name, k) if k else name): replace(RECIPES[name], seed=k, **sizes)
                for name in args.recipes for k in range(args.sets if args.grid else 1)}
     data_dirs = {name: os.path.join(out, "data", name) for name in recipes}
     stress_dirs = {"stress_%d" % k: os.path.join(out, "data", "stress_%d" % k) for k in args.stress_seeds}

@@ -564,24 +564,28 @@ def write_figure(rows: Sequence[Dict[str, object]], path: str) -> None:
 
 
 def pairs_markdown(runs_dir: str, n_permutations: int = 10000) -> str:
-    """Every pair of the runs' labels: nDCG@10 difference over the test queries pooled over seeds, and its paired
-    two-sided Fisher randomisation p."""
-    from ultra_multr.experiments.aggregate import collect_runs
-    from ultra_multr.experiments.compare import paired
+    """Every pair of the runs' labels: nDCG@10 difference over runs (same seed: mean [95 % interval] (sign-flip p))
+    and over the test queries pooled over seeds with its paired two-sided Fisher randomisation p."""
+    from ultra_multr.experiments.aggregate import as_host_counts, collect_runs, marked_label
+    from ultra_multr.experiments.compare import over_runs_row, paired
     from ultra_multr.experiments.significance import randomization_test
 
     groups: Dict[str, list] = {}
     for record in collect_runs(runs_dir):
         groups.setdefault(record.info["label"], []).append(record)
-    lines = ["Test nDCG@10, a minus b over the test queries (each averaged over seeds); p: paired two-sided Fisher "
-             "randomisation test, %d permutations." % n_permutations, "",
-             "| a | b | runs | nDCG@10 a - b | p |", "|---|---|---|---|---|"]
+    lines = ["Test nDCG@10, a minus b: over runs (paired by seed; 95 %% t-interval, sign-flip p), and over the test "
+             "queries (each averaged over seeds) with its paired two-sided Fisher randomisation p, %d permutations."
+             % n_permutations, "",
+             "| a | b | runs | nDCG@10 a - b over runs | nDCG@10 a - b | p |", "|---|---|---|---|---|---|"]
     labels = sorted(groups)
     for i, a in enumerate(labels):
         for b in labels[i + 1:]:
             x, y = paired(groups[a], groups[b], "ndcg_10")
-            lines.append("| %s | %s | %d, %d | %+.4f | %.4g |" % (
-                a, b, len(groups[a]), len(groups[b]), float(np.mean(x - y)), randomization_test(x, y, n_permutations)))
+            lines.append("| %s | %s | %d, %d | %s | %+.4f | %.4g |" % (
+                marked_label(a, as_host_counts(groups[a]), len(groups[a])),
+                marked_label(b, as_host_counts(groups[b]), len(groups[b])),
+                len(groups[a]), len(groups[b]), over_runs_row(groups[a], groups[b], n_permutations)["ndcg_10"],
+                float(np.mean(x - y)), randomization_test(x, y, n_permutations)))
     return "\n".join(lines) + "\n"
 
 

@@ -36,10 +36,13 @@ def test_by_default_it_fires_on_a_label_ordered_log_and_multr_trains_as_dla(synt
     assert multr.hparams.guards.logger_guard == "order_fit"
     assert len(data.qids) >= multr.hparams.guards.logger_guard_min_queries
     dla, _, _ = build(synthetic_data_dir, COMMON, algorithm="ultra_multr.DLA")
-    with caplog.at_level(logging.WARNING, logger="ultra_multr"):
+    with caplog.at_level(logging.INFO, logger="ultra_multr"):
         multr.prepare()
     assert not multr.doubly_robust.used and "LOGGER GUARD FIRED" in caplog.text
+    assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("ranker trained with: ")] == [
+        "ranker trained with: DLA's own losses (MULTR trained as DLA: logger guard)"]
     decisions = LEDGER.summary()["decisions"]
+    assert decisions["ranker_losses"] == {"algorithm": "MULTR", "trained_as": "DLA", "why": "logger guard"}
     guard = decisions["logger_guard"]
     assert guard["decision"] == "fired" and guard["host_losses"] is True and guard["agreement"] < 0.95
     assert "simulator_training" not in decisions  # no simulator was trained

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 import torch
@@ -30,6 +31,10 @@ def test_main_py_trains_then_evaluates_multr(ultra_main, synthetic_data_dir, tmp
     assert os.path.isfile(os.path.join(model_dir, "ultra_multr.MULTR.ckpt"))
     assert os.path.isfile(os.path.join(model_dir, "ultra_multr.MULTR.simulator.ckpt"))
     assert "ndcg_10" in log
+    trained_with = [line for line in log.splitlines() if re.match(r"^\[ultra_multr\] ranker trained with: ", line)]
+    assert trained_with == ["[ultra_multr] ranker trained with: MULTR's doubly-robust loss (the mixture form (a = %s), "
+                            "variant dr, rebalance weight guard) on the user simulator's pseudo clicks, with DLA's "
+                            "propensities" % trained_with[0].split("a = ")[1][:6]]  # once, a the pilot's choice
     assert not os.path.exists(os.path.join(model_dir, "train_log", "Training at step 1"))  # no writer per step
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

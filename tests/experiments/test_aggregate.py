@@ -114,3 +114,47 @@ def test_sweep_figure_names_its_axes_and_one_value_gives_no_figure(tmp_path):
     write_runs(runs_dir, [r for r in records if r.info["sweep"]["value"] == 4])
     written = aggregate(str(runs_dir), str(tmp_path / "results"), n_permutations=100)
     assert not [path for path in written if path.endswith(".png")]
+
+
+def test_every_writer_marks_runs_that_trained_as_their_host_and_gives_intervals_over_runs(tmp_path):
+    """Six MULTR runs (2 folds x 3 seeds) paired with DLA's: three trained as DLA (the logger guard fired: equal to
+    DLA), three with offsets +0.02, +0.04, +0.06.  The runner's tables, the CSV, compare and the sessions table mark
+    the fallback runs with their count; the interval and p over runs are the hand-computed ones."""
+    from scipy import stats
+
+    from ultra_multr.experiments import budget, compare
+    from ultra_multr.experiments.significance import randomization_test
+
+    rng = np.random.default_rng(5)
+    base = {fold: rng.uniform(0.3, 0.6, size=20) for fold in ("F1", "F2")}
+    guard = {"host": "DLA", "why": "logger guard"}
+    runs = tmp_path / "runs"
+    offsets = {("F1", 0): 0.0, ("F1", 1): 0.0, ("F1", 2): 0.0, ("F2", 0): 0.02, ("F2", 1): 0.04, ("F2", 2): 0.06}
+    multr = []
+    for (fold, seed), offset in offsets.items():
+        multr += method_runs("multr", "multr", {fold: base[fold] + offset}, seeds=(seed,),
+                             as_host=guard if offset == 0.0 else None)
+    write_runs(runs, method_runs("dla", "baseline", base, seeds=(0, 1, 2)) + multr)
+    written = aggregate(str(runs), str(tmp_path / "results"), n_permutations=500)
+    markdown = (tmp_path / "results" / "toy.md").read_text()
+    label = "MULTR → DLA (logger guard: 3 of 6 runs)"
+    assert markdown.count("| %s |" % label) == 3  # the means, the pooled p, the intervals over runs
+    assert "→ marks runs that trained with their host algorithm's losses" in markdown
+    assert str(tmp_path / "results" / "summary.md") in written and label in (tmp_path / "results" / "summary.md").read_text()
+    differences = np.array(list(offsets.values()))
+    half = stats.t.ppf(0.975, 5) * differences.std(ddof=1) / np.sqrt(6)
+    p_runs = randomization_test(differences, np.zeros(6), exact_max_queries=20)
+    cell = "%+.4f [%+.4f, %+.4f] (%.3g)" % (differences.mean(), differences.mean() - half, differences.mean() + half,
+                                          p_runs)
+    interval_line = next(line for line in markdown.splitlines() if line.startswith("| %s | %s" % (label, cell)))
+    assert interval_line.endswith("| 6 |")
+    lines = (tmp_path / "results" / "toy.csv").read_text().splitlines()
+    row = dict(zip(lines[0].split(","), next(line for line in lines if line.startswith("multr,")).split(",")))
+    assert row["trained_as_host"] == "DLA (logger guard): 3" and row["ndcg_10_pairs"] == "6"
+    assert float(row["ndcg_10_ci_low"]) == pytest.approx(differences.mean() - half, abs=1e-6)
+    assert float(row["ndcg_10_p_runs"]) == pytest.approx(p_runs, abs=1e-6)
+    table = compare.comparison_table(str(runs), str(runs), "multr", "dla", ("before", "after"), 500)
+    assert "| after → DLA (logger guard: 3 of 6 runs) (6 runs) |" in table
+    assert "| after vs dla: over runs | %s; 6 pairs)" % cell.replace("(", "(p ")[:-1] in table
+    sessions = budget.format_markdown(str(runs))
+    assert sessions.count("| DLA (logger guard) |") == 3 and "\"trained as\"" in sessions

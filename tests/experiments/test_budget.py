@@ -91,8 +91,8 @@ def test_a_run_before_the_ledger_held_its_choices_is_read_from_its_log(tmp_path)
         (run_dir / "model" / BUDGET_FILE).write_text(json.dumps(summary))
         (run_dir / "train.stderr").write_text(log)
     rows = budget.format_markdown(str(tmp_path / "runs")).splitlines()
-    assert "| g / Fold1 / old / seed 0 | 9 |  |  |  |  | 9 | 1.000 | learning_rate = 0.2 |  |" in rows
-    assert "| g / Fold1 / new / seed 0 | 9 |  |  |  |  | 9 | 1.000 |  |  |" in rows  # its ledger says: no pilot
+    assert "| g / Fold1 / old / seed 0 | 9 |  |  |  |  | 9 | 1.000 | learning_rate = 0.2 |  |  |" in rows
+    assert "| g / Fold1 / new / seed 0 | 9 |  |  |  |  | 9 | 1.000 |  |  |  |" in rows  # its ledger says: no pilot
 
 
 def test_a_fired_logger_guard_is_a_refusal_in_the_table():

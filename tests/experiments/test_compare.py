@@ -14,11 +14,12 @@ def test_compare_pairs_one_method_across_two_run_folders(tmp_path):
     assert compare.main([str(tmp_path / "before"), str(tmp_path / "after"), "--against", "dla",
                          "--permutations", "500", "--out", str(out)]) == 0
     rows = {line.split(" | ")[0].strip("| "): line for line in out.read_text().splitlines()[2:]}
-    assert set(rows) == {"dla (4 runs)", "before (4 runs)", "after (4 runs)",
-                         "before vs dla: p", "after vs dla: p", "after vs before: p"}
-    assert rows["after vs before: p"].count("(better)") == len(METRICS)  # 0.1 higher on every query
-    assert rows["before vs dla: p"].count("(worse)") == len(METRICS)
-    assert rows["after vs dla: p"].count("1 (equal)") == len(METRICS)  # identical per-query values
+    assert set(rows) == {"dla (4 runs)", "before (4 runs)", "after (4 runs)"} | {
+        "%s vs %s: %s" % (a, b, what) for a, b in (("before", "dla"), ("after", "dla"), ("after", "before"))
+        for what in ("p over queries", "over runs")}
+    assert rows["after vs before: p over queries"].count("(better)") == len(METRICS)  # 0.1 higher on every query
+    assert rows["before vs dla: p over queries"].count("(worse)") == len(METRICS)
+    assert rows["after vs dla: p over queries"].count("1 (equal)") == len(METRICS)  # identical per-query values
     assert compare.main([str(tmp_path / "before"), str(tmp_path / "after"), "--method", "eib_multr"]) == 2
 
 
@@ -34,8 +35,8 @@ def test_compare_pairs_a_sweep_variant_with_the_default_in_one_folder(tmp_path):
     assert compare.main([str(runs), str(runs), "--variant-before", "rerank_weight=0", "--label-before", "a = 0",
                          "--label-after", "auto", "--permutations", "500", "--out", str(out)]) == 0
     rows = {line.split(" | ")[0].strip("| "): line for line in out.read_text().splitlines()[2:]}
-    assert rows["auto vs a = 0: p"].count("(better)") == len(METRICS)  # the default runs, not the sweep's
-    assert rows["a = 0 vs dla: p"].count("(worse)") == len(METRICS)
+    assert rows["auto vs a = 0: p over queries"].count("(better)") == len(METRICS)  # the default runs, not the sweep's
+    assert rows["a = 0 vs dla: p over queries"].count("(worse)") == len(METRICS)
     assert compare.main([str(runs), str(runs), "--variant-before", "rerank_weight=paper"]) == 2  # no such runs
 
 
@@ -54,10 +55,10 @@ def test_compare_keeps_only_the_given_seeds_and_takes_the_baseline_from_the_afte
     assert compare.main(argv + ["--seeds", "0"]) == 0
     rows = {line.split(" | ")[0].strip("| "): line for line in out.read_text().splitlines()[2:]}
     assert {"dla (2 runs)", "before (2 runs)", "after (2 runs)"} <= set(rows)  # seed 1 of each left out
-    assert rows["after vs before: p"].count("1 (equal)") == len(METRICS)
-    assert rows["after vs dla: p"].count("(better)") == len(METRICS)
+    assert rows["after vs before: p over queries"].count("1 (equal)") == len(METRICS)
+    assert rows["after vs dla: p over queries"].count("(better)") == len(METRICS)
     assert compare.main(argv) == 0  # every seed: the after folder's seed 1 makes it better
     rows = {line.split(" | ")[0].strip("| "): line for line in out.read_text().splitlines()[2:]}
-    assert "after (4 runs)" in rows and rows["after vs before: p"].count("(better)") == len(METRICS)
+    assert "after (4 runs)" in rows and rows["after vs before: p over queries"].count("(better)") == len(METRICS)
     assert compare.main(argv + ["--seeds", "7"]) == 2
     assert "no finished 'multr' run of variant 'sessions_per_query=4' of seeds 7" in capsys.readouterr().err

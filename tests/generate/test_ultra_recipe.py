@@ -119,8 +119,8 @@ def test_the_grids_table_is_in_the_issues_format(tmp_path):
              "delta_vs_dla": "-0.0044", "p_vs_dla": "0.03", "p_holm": "0.03"}]
     screen.write_grid(rows, str(tmp_path), steps=2000, seeds=[0, 1], sets=["quadratic_1_f46", "stress_1"])
     assert (tmp_path / "paper_setting.csv").read_text().splitlines() == [
-        "data,regime,method,runs,ndcg10,delta_vs_dla,p_vs_dla,p_holm",
-        "ultra_recipe,cascade,MULTR,2,0.9400,-0.0044,0.03,0.03"]
+        "data,regime,method,runs,ndcg10,delta_vs_dla,ci_low,ci_high,p_runs,p_vs_dla,p_holm",
+        "ultra_recipe,cascade,MULTR,2,0.9400,-0.0044,,,,0.03,0.03"]  # a row written before the columns existed
     assert "Sets quadratic_1_f46, stress_1, cascade clicks, seeds 0, 1, 2000 ranker updates" in \
         (tmp_path / "paper_setting.md").read_text()
 
@@ -222,3 +222,24 @@ def test_the_sparse_regime_gives_every_method_one_fixed_log_of_k_sessions_per_qu
             assert hparams.get("sessions_per_query") == (str(k) if k else None)
     with pytest.raises(SystemExit):
         screen.main(["--out", str(tmp_path / "x"), "--sessions-per-query", "1"])  # only with --grid
+
+
+def test_the_grid_marks_runs_that_trained_as_dla_and_gives_intervals_over_runs(tmp_path):
+    """Six MULTR runs against DLA on one group (one set, seeds 0-5): three trained as DLA by the logger guard (equal
+    to DLA), three 0.05 above: the row is marked with the count, its interval over runs and p_runs are filled."""
+    from run_records import method_runs, write_runs
+
+    screen = load_screen()
+    base = {"set": [0.5, 0.6, 0.7, 0.4]}
+    records = method_runs("dla_pilot", "baseline", base, seeds=range(6), dataset="recipe")
+    records += method_runs("multr_pilot", "multr", base, seeds=range(3), dataset="recipe",
+                           as_host={"host": "DLA", "why": "logger guard"})
+    records += method_runs("multr_pilot", "multr", {"set": [v + 0.05 for v in base["set"]]}, seeds=range(3, 6),
+                           dataset="recipe")
+    write_runs(tmp_path / "runs", records)
+    row = next(r for r in screen.grid_rows(str(tmp_path / "runs"), ["multr_pilot", "dla_pilot"], n_permutations=100)
+               if r["method"] != "DLA")
+    assert row["method"] == "MULTR → DLA (logger guard: 3 of 6 runs)" and row["delta_vs_dla"] == "+0.0250"
+    assert float(row["ci_low"]) < 0.025 < float(row["ci_high"]) and row["p_runs"] == "0.25"  # 16 of 64 sign flips reach it
+    screen.write_grid([row], str(tmp_path), steps=2000, seeds=range(6), sets=["set"])
+    assert "MULTR → DLA (logger guard: 3 of 6 runs)" in (tmp_path / "paper_setting.md").read_text()

@@ -37,6 +37,7 @@ from ultra_multr.compat.settings_check import CLICK_LOSS_OBJECTIVE, check_settin
 from ultra_multr.compat.startup import PROCESS_STARTED
 from ultra_multr.config import parse_hparams, require
 from ultra_multr.data import checks
+from ultra_multr.session_budget import record_ranker_losses
 
 LOGGER = logging.getLogger("ultra_multr")
 GRAD_STRATEGIES = ("ada", "sgd")
@@ -278,12 +279,20 @@ class PluginAlgorithm(BaseAlgorithm):
         return self.hparams.l2_loss * sum((p * p).sum() for p in self.model.parameters()) / 2.0
 
     # -- ULTRA's contract ------------------------------------------------
+    def trained_with(self) -> Tuple[str, str, Optional[str]]:
+        """(whose losses the ranker trains with, them in words, why when they are another algorithm's), known once
+        :meth:`prepare_training` has run.  Here: the algorithm's own; MULTR may train as its host."""
+        name = type(self).__name__
+        return name, "%s's losses" % name, None
+
     def prepare(self, valid_set=None, batch_size: Optional[int] = None) -> None:
         """:meth:`prepare_training`, once: the first update and the first validation loss call it (with main.py's
-        validation split); a caller with a validation split of its own may call it first."""
+        validation split); a caller with a validation split of its own may call it first.  Then the run's ledger
+        and log say, once, whose losses the ranker trains with (:meth:`trained_with`)."""
         if not self._prepared:
             self._prepared = True  # first: the pilots train through train()
             self.prepare_training(valid_set, batch_size)
+            LOGGER.info(record_ranker_losses(type(self).__name__, *self.trained_with()))
 
     def train(self, input_feed: Dict[str, np.ndarray]):
         """One update. Returns (loss, None, summary) as ULTRA's main.py expects."""

@@ -27,7 +27,7 @@ from ultra_multr import losses
 from ultra_multr.batch import Batch
 from ultra_multr.compat.settings_check import CLICK_LOSS_OBJECTIVE
 from ultra_multr.config import Off, knob, require
-from ultra_multr.session_budget import LEDGER
+from ultra_multr.session_budget import HOST_LOSSES_BECAUSE, LEDGER
 from ultra_multr.components.doubly_robust import DoublyRobust, DoublyRobustGroups, check_with_host
 from ultra_multr.components.sessions import FeedHost, TrainingClicks
 from ultra_multr.components.simulator_phase import SimulatorPhase, default_checkpoint_path
@@ -118,6 +118,17 @@ def prepare_doubly_robust(algorithm, valid_set=None, batch_size: Optional[int] =
         algorithm.doubly_robust.select_rerank_weight(algorithm, valid_set, batch_size)
 
 
+def doubly_robust_trained_with(algorithm, host: str) -> Tuple[str, str, Optional[str]]:
+    """:meth:`~ultra_multr.algorithms.base.PluginAlgorithm.trained_with` of a host of :func:`doubly_robust_parts`:
+    its doubly-robust loss on the simulator's pseudo clicks, or its host's losses and why (the guards)."""
+    name = type(algorithm).__name__
+    if algorithm.doubly_robust.used:
+        return name, "%s's doubly-robust loss (%s) on the user simulator's pseudo clicks, with %s's propensities" % (
+            name, algorithm.doubly_robust.loss.describe(), host), None
+    outcome = algorithm.simulator_phase.outcome
+    return host, "%s's own losses" % host, HOST_LOSSES_BECAUSE.get(outcome.decision if outcome else None)
+
+
 def with_clicks_per_list(batch: Batch, loss: torch.Tensor, parts: Dict[str, float]
                          ) -> Tuple[torch.Tensor, Dict[str, float]]:
     """``(loss, parts)`` with the batch's real clicks per list among the parts (beside the pseudo clicks')."""
@@ -153,6 +164,9 @@ class MULTR(DLA):
         """Algorithm 1's first phase (:func:`prepare_doubly_robust`), then DLA's own."""
         prepare_doubly_robust(self, valid_set, batch_size)
         super().prepare_training(valid_set, batch_size)
+
+    def trained_with(self) -> Tuple[str, str, Optional[str]]:
+        return doubly_robust_trained_with(self, "DLA")
 
     def set_training_mode(self, training: bool) -> None:
         super().set_training_mode(training)

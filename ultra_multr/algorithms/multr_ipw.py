@@ -10,7 +10,7 @@ from ultra_multr.batch import Batch
 from ultra_multr.components.doubly_robust import DoublyRobustGroups, check_with_host
 from ultra_multr.algorithms.ipw import IPW, IPWConfig
 from ultra_multr.algorithms.multr import (
-    doubly_robust_parts, prepare_doubly_robust, seeded_generator, with_clicks_per_list,
+    doubly_robust_parts, doubly_robust_trained_with, prepare_doubly_robust, seeded_generator, with_clicks_per_list,
 )
 
 
@@ -44,6 +44,9 @@ class MULTR_IPW(IPW):  # noqa: N801 - reads as "MULTR on IPW" in settings files
     def prepare_training(self, valid_set=None, batch_size: Optional[int] = None) -> None:
         prepare_doubly_robust(self, valid_set, batch_size)
         super().prepare_training(valid_set, batch_size)
+
+    def trained_with(self) -> Tuple[str, str, Optional[str]]:
+        return doubly_robust_trained_with(self, "IPW")
 
     def training_loss(self, batch: Batch) -> Tuple[torch.Tensor, Dict[str, float]]:
         return with_clicks_per_list(batch, *super().training_loss(batch))

@@ -164,6 +164,8 @@ class SimulatorPhase:
         self.simulator_config = settings.simulator_config(clicks.host.feature_size, clicks.host.rank_list_size)
         #: the network it trains, at its random initialisation until :meth:`run`
         self.network = ContextAwareUserSimulator(self.simulator_config).to(device)
+        #: what :meth:`run` ended with (None before)
+        self.outcome: Optional[SimulatorOutcome] = None
 
     def checkpoint_metadata(self) -> Dict[str, Any]:
         """What a saved simulator (or training state) must match to be reused: the knobs declared
@@ -179,7 +181,8 @@ class SimulatorPhase:
         )
 
     def run(self) -> SimulatorOutcome:
-        """Algorithm 1, lines 2-5: the simulator to learn from, frozen, or none with the recorded reason.
+        """Algorithm 1, lines 2-5: the simulator to learn from, frozen, or none with the recorded reason (also kept
+        as :attr:`outcome`).
 
         A checkpoint is reused when its metadata equals :meth:`checkpoint_metadata`; otherwise a new simulator
         is trained (the reason is logged), except that a checkpoint pinned with ``simulator_checkpoint`` whose
@@ -189,6 +192,10 @@ class SimulatorPhase:
             ValueError: the pinned checkpoint learned from other data or another click model; a control the
                 training feed cannot give.
         """
+        self.outcome = self._run()
+        return self.outcome
+
+    def _run(self) -> SimulatorOutcome:
         settings = self.settings
         fitted_to_log = settings.simulator_steps > 0 and settings.simulator_control == "none"
         if fitted_to_log and self.guards.logger_guard != "none" and logger_guard_fires(

@@ -13,6 +13,15 @@ by (dataset, variant); each group gives one table:
   pooled across folds, each query's value averaged over seeds first;
 * every p value says its direction: "better" or "worse" than the best
   baseline (the sign of the mean difference over the pooled queries);
+* beside that pooled test, the paired differences over runs against the same
+  baseline (runs paired by fold and seed): their mean with a 95 % t-interval
+  over the pairs, and the sign-flip p over the pairs where there are 6 or more
+  (:func:`~ultra_multr.experiments.significance.over_runs`); a claim rests on
+  these, the pooled query-level p goes beside it;
+* a MULTR run that trained with its host's losses (a guard's fallback: its
+  ledger's ``ranker_losses``, :func:`ultra_multr.session_budget.trained_as_host`)
+  marks its row, ``MULTR → DLA (logger guard: 3 of 3 runs)``, and the CSV's
+  ``trained_as_host`` column;
 * the fraction of the DLA-to-Oracle gap each multr-role row closes,
   ``(row - DLA) / (Oracle - DLA)``, per metric; "n/a (Oracle <= DLA)" where
   there is no gap to close.
@@ -44,7 +53,10 @@ import numpy as np
 from ultra_multr.files import atomic_write_file, atomic_write_text
 from ultra_multr.experiments.evaluate import PER_QUERY_CSV, read_per_query_csv
 from ultra_multr.metrics import metric_names
-from ultra_multr.experiments.significance import EXACT_MAX_QUERIES, randomization_test
+from ultra_multr.experiments.significance import (
+    EXACT_MAX_QUERIES, MIN_PAIRS_FOR_P, OverRuns, over_runs, randomization_test,
+)
+from ultra_multr.session_budget import read_summary, trained_as_host
 
 logger = logging.getLogger(__name__)
 
@@ -59,13 +71,52 @@ AXIS_LABELS = {
 
 @dataclass
 class RunRecord:
-    """A finished run: its ``run.json`` and per-query metrics (qid -> metric -> value)."""
+    """A finished run: its ``run.json``, per-query metrics (qid -> metric -> value) and, when it trained with
+    its host's losses, ``{"host", "why"}`` (:func:`ultra_multr.session_budget.trained_as_host`)."""
 
     info: Dict
     per_query: Dict[str, Dict[str, float]]
+    as_host: Optional[Dict[str, str]] = None
 
     def mean(self, metric: str) -> float:
         return float(np.mean([values[metric] for values in self.per_query.values()]))
+
+    @property
+    def pair_key(self) -> Tuple[str, int]:
+        """What pairs two methods' runs: the same set (fold) and seed."""
+        return self.info["fold"], self.info["seed"]
+
+
+def runs_over_runs(a: Sequence[RunRecord], b: Sequence[RunRecord], metric: str,
+                   n_permutations: int = 10000, seed: int = 0) -> Optional[OverRuns]:
+    """The paired differences of ``a``'s and ``b``'s runs on the (fold, seed) both have; None with none."""
+    mine, theirs = ({r.pair_key: r.mean(metric) for r in runs} for runs in (a, b))
+    keys = sorted(set(mine) & set(theirs))
+    if not keys:
+        return None
+    return over_runs([mine[k] for k in keys], [theirs[k] for k in keys], n_permutations=n_permutations, seed=seed)
+
+
+def as_host_counts(records: Sequence[RunRecord]) -> Dict[Tuple[str, str], int]:
+    """(host, why) -> how many of ``records`` trained with that host's losses for that reason."""
+    counts: Dict[Tuple[str, str], int] = defaultdict(int)
+    for record in records:
+        if record.as_host:
+            counts[(record.as_host["host"], record.as_host["why"])] += 1
+    return dict(counts)
+
+
+def marked_label(label: str, as_host: Dict[Tuple[str, str], int], n_runs: int) -> str:
+    """``MULTR → DLA (logger guard: 3 of 3 runs)`` where runs trained as their host; ``label`` else."""
+    if not as_host:
+        return label
+    parts = ["%s (%s: %d of %d runs)" % (host, why, count, n_runs) for (host, why), count in sorted(as_host.items())]
+    return "%s → %s" % (label, "; ".join(parts))
+
+
+def as_host_cell(as_host: Dict[Tuple[str, str], int]) -> str:
+    """The CSV's ``trained_as_host``: ``DLA (logger guard): 3`` per reason, ``; ``-separated (empty: none)."""
+    return "; ".join("%s (%s): %d" % (host, why, count) for (host, why), count in sorted(as_host.items()))
 
 
 @dataclass
@@ -82,6 +133,14 @@ class TableRow:
     gap_closed: Dict[str, Optional[float]] = field(default_factory=dict)
     #: "better" / "worse" / "equal": the sign of (this row - best baseline) over the tested queries
     direction: Dict[str, str] = field(default_factory=dict)
+    #: multr rows: the paired differences over runs against the best baseline (None where no run pairs)
+    over_runs: Dict[str, Optional[OverRuns]] = field(default_factory=dict)
+    #: (host, why) -> runs of this row that trained with their host's losses
+    as_host: Dict[Tuple[str, str], int] = field(default_factory=dict)
+
+    @property
+    def marked_label(self) -> str:
+        return marked_label(self.label, self.as_host, self.n_runs)
 
 
 @dataclass
@@ -147,7 +206,9 @@ def collect_runs(runs_dir: str) -> List[RunRecord]:
         missing = set(METRICS) - set(next(iter(per_query.values())))
         if missing:
             raise ValueError("%s lacks columns %s" % (os.path.join(run_dir, PER_QUERY_CSV), sorted(missing)))
-        records.append(RunRecord(info=info, per_query=per_query))
+        ledger = read_summary(run_dir)
+        as_host = trained_as_host(ledger.get("decisions", {})) if ledger else None
+        records.append(RunRecord(info=info, per_query=per_query, as_host=as_host))
     return records
 
 
@@ -185,6 +246,7 @@ def build_table(
                 n_runs=len(runs),
                 mean={m: float(v.mean()) for m, v in run_means.items()},
                 std={m: float(v.std(ddof=1)) if v.size > 1 else float("nan") for m, v in run_means.items()},
+                as_host=as_host_counts(runs),
             )
         )
     baselines = [row for row in rows if row.role == "baseline"]
@@ -208,6 +270,8 @@ def build_table(
                 row.p_value[metric] = p
                 row.direction[metric] = "better" if difference > 0 else "worse" if difference < 0 else "equal"
                 row.significant[metric] = bool(p <= alpha and difference > 0)
+                row.over_runs[metric] = runs_over_runs(by_method[row.method], by_method[best[metric]], metric,
+                                                       n_permutations, seed)
                 n_pooled[row.method] = len(keys)
             if GAP_LOW in means and GAP_HIGH in means:
                 gap = means[GAP_HIGH][metric] - means[GAP_LOW][metric]
@@ -227,6 +291,12 @@ def _cell(row: TableRow, metric: str) -> str:
     return text + ("*" if row.significant.get(metric) else "")
 
 
+def _over_runs_cell(result: Optional[OverRuns]) -> str:
+    if result is None:
+        return "n/a (no run pairs)"
+    return "%s (%s)" % (result.interval_text(), "-" if result.p is None else "%.3g" % result.p)
+
+
 def _gap_cell(fraction: Optional[float]) -> str:
     return "n/a (Oracle <= DLA)" if fraction is None else "%.0f%%" % (100 * fraction)
 
@@ -242,7 +312,7 @@ def format_markdown(table: ResultTable) -> str:
     lines.append("| Method | %s | Runs |" % " | ".join(_header(m) for m in METRICS))
     lines.append("|---|%s---|" % ("---|" * len(METRICS)))
     for row in table.rows:
-        lines.append("| %s | %s | %d |" % (row.label, " | ".join(_cell(row, m) for m in METRICS), row.n_runs))
+        lines.append("| %s | %s | %d |" % (row.marked_label, " | ".join(_cell(row, m) for m in METRICS), row.n_runs))
     lines.append("")
     lines.append(
         "Mean ± sample standard deviation over runs (folds × seeds) of the per-run mean over test queries."
@@ -264,7 +334,26 @@ def format_markdown(table: ResultTable) -> str:
         lines.append("|---|%s---|" % ("---|" * len(METRICS)))
         for row in tested:
             cells = " | ".join("%.4f (%s)" % (row.p_value[m], row.direction[m]) for m in METRICS)
-            lines.append("| %s | %s | %d |" % (row.label, cells, table.n_pooled_queries[row.method]))
+            lines.append("| %s | %s | %d |" % (row.marked_label, cells, table.n_pooled_queries[row.method]))
+        lines += [
+            "",
+            "Over runs: the mean of the paired per-run differences against the column's best baseline (runs paired "
+            "by fold and seed) with its 95 %% t-interval over the pairs, and the two-sided sign-flip p over the "
+            "pairs (from %d pairs; \"-\" with fewer). A claim rests on these; the pooled query-level p above goes "
+            "beside them." % MIN_PAIRS_FOR_P,
+            "",
+            "| Δ over runs vs best baseline [95%% interval] (p over runs) | %s | Pairs |"
+            % " | ".join(_header(m) for m in METRICS),
+            "|---|%s---|" % ("---|" * len(METRICS)),
+        ]
+        for row in tested:
+            cells = " | ".join(_over_runs_cell(row.over_runs.get(m)) for m in METRICS)
+            pairs = max((r.pairs for r in row.over_runs.values() if r is not None), default=0)
+            lines.append("| %s | %s | %d |" % (row.marked_label, cells, pairs))
+    marked = [row for row in table.rows if row.as_host]
+    if marked:
+        lines += ["", "→ marks runs that trained with their host algorithm's losses, not their own (a guard's "
+                      "fallback, from each run's ledger): their results are the host's."]
     gapped = [row for row in table.rows if row.gap_closed]
     if gapped:
         lines += ["", "| DLA-to-Oracle gap closed | %s |" % " | ".join(_header(m) for m in METRICS)]
@@ -278,10 +367,11 @@ def format_csv(table: ResultTable) -> str:
     """One row per method: mean, std, p vs best baseline, significance, gap closed."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    columns = ["method", "label", "role", "n_runs", "incomplete"]
+    columns = ["method", "label", "role", "n_runs", "incomplete", "trained_as_host"]
     for m in METRICS:
         columns += [
-            m, m + "_std", m + "_p", m + "_direction", m + "_significant", m + "_gap_closed", m + "_best_baseline"
+            m, m + "_std", m + "_p", m + "_direction", m + "_significant", m + "_gap_closed", m + "_best_baseline",
+            m + "_delta_runs", m + "_ci_low", m + "_ci_high", m + "_p_runs", m + "_pairs",
         ]
     writer.writerow(columns)
 
@@ -289,14 +379,16 @@ def format_csv(table: ResultTable) -> str:
         return "" if value is None or np.isnan(value) else "%.6f" % value
 
     for row in table.rows:
-        cells = [row.method, row.label, row.role, row.n_runs, "; ".join(table.incomplete)]
+        cells = [row.method, row.label, row.role, row.n_runs, "; ".join(table.incomplete), as_host_cell(row.as_host)]
         for m in METRICS:
             gap = row.gap_closed.get(m, float("nan"))
+            runs = row.over_runs.get(m)
             cells += [
                 fmt(row.mean[m]), fmt(row.std[m]), fmt(row.p_value.get(m)), row.direction.get(m, ""),
                 "" if m not in row.significant else int(row.significant[m]),
                 "n/a" if gap is None else fmt(gap), table.best_baseline[m] or "",
-            ]
+            ] + ([fmt(runs.mean), fmt(runs.ci_low), fmt(runs.ci_high), fmt(runs.p), runs.pairs]
+                 if runs is not None else [""] * 5)
         writer.writerow(cells)
     return buffer.getvalue()
 

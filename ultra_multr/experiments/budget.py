@@ -8,8 +8,9 @@ tables.  For every finished run under a runner's ``runs`` folder:
   written by :mod:`ultra_multr.session_budget`; also in ``done.json`` under
   ``sessions``) and the ranker's clicks per list (lists without a click dropped);
 * from the ledger's decisions: the rerank pilot's and a ``tune`` pilot's
-  choice, and the refusals (the logger guard, too few validation queries or
-  held-out sessions, a rejected or unvalidated simulator).
+  choice, the refusals (the logger guard, too few validation queries or
+  held-out sessions, a rejected or unvalidated simulator) and, where a run
+  trained with its host's losses, ``trained as`` (``DLA (logger guard)``).
 
 CLI::
 
@@ -25,7 +26,7 @@ import sys
 from typing import Any, Dict, List, Sequence
 
 from ultra_multr.files import atomic_write_text
-from ultra_multr.session_budget import PHASES, read_summary
+from ultra_multr.session_budget import PHASES, read_summary, trained_as_host
 from ultra_multr.experiments.aggregate import finished_run_dirs
 
 #: The ledger's simulator decisions that refuse it (simulator_guard=position), as the table names them.
@@ -108,19 +109,25 @@ def run_facts(run_dir: str) -> Dict[str, str]:
     if ranker.get("lists") and "clicks" in ranker:
         facts["ranker clicks per list"] = "%.3f" % (ranker["clicks"] / ranker["lists"])
     # Runs before ledger_version 2 are read from their log: the committed sessions tables were made from such runs.
-    facts.update(decided_facts(summary["decisions"]) if summary and "ledger_version" in summary
-                 else logged_facts(run_dir))
+    if summary and "ledger_version" in summary:
+        facts.update(decided_facts(summary["decisions"]))
+        as_host = trained_as_host(summary["decisions"])
+        facts["trained as"] = "%(host)s (%(why)s)" % as_host if as_host else ""
+    else:
+        facts.update(logged_facts(run_dir))
     return facts
 
 
 def format_markdown(runs_dir: str) -> str:
     """One row per finished run: sessions per phase (those without a click included), total, pilot choices, refusals."""
-    columns = ["run"] + list(PHASES) + ["total sessions", "ranker clicks per list", "pilot choice", "refused"]
+    columns = ["run"] + list(PHASES) + ["total sessions", "ranker clicks per list", "pilot choice", "refused",
+                                        "trained as"]
     rows: List[Dict[str, str]] = sorted((run_facts(d) for d in finished_run_dirs(runs_dir)), key=lambda f: f["run"])
     lines = ["| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
     lines += ["| " + " | ".join(row.get(c, "") for c in columns) + " |" for row in rows]
     return (
-        "Sessions drawn per phase (lists without a click included) and the pilots' choices, per finished run.\n\n"
+        "Sessions drawn per phase (lists without a click included), the pilots' choices and the guards' refusals, "
+        "per finished run; \"trained as\": a run that trained with its host's losses, and why.\n\n"
         + "\n".join(lines) + "\n"
     )
 

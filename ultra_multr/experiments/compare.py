@@ -15,12 +15,15 @@ instead of the runs without a sweep, so a fixed setting is paired with the
 default on the same data.  ``--seeds`` keeps only the runs of those seeds on
 both sides (e.g. when one folder has more seeds than the other).
 
-Rows: mean +- standard deviation over runs (folds x seeds) of each metric;
-then the paired two-sided Fisher randomisation test of after against before,
-and of each against ``--against`` (a baseline of the *after* folder and
-variant), on the
-test queries pooled over folds (each query averaged over seeds), with the
-direction of the difference.
+Rows: mean +- standard deviation over runs (folds x seeds) of each metric
+(a group whose runs trained with their host's losses marked ``→ DLA (logger
+guard: k of n runs)``); then, for after against before and each against
+``--against`` (a baseline of the *after* folder and variant): the paired
+differences over runs (runs paired by fold and seed; mean, 95 % t-interval,
+sign-flip p from 6 pairs; :func:`~ultra_multr.experiments.significance.over_runs`)
+and, beside them, the paired two-sided Fisher randomisation test on the test
+queries pooled over folds (each query averaged over seeds), with the direction
+of the difference.
 """
 from __future__ import annotations
 
@@ -31,7 +34,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ultra_multr.files import atomic_write_text
-from ultra_multr.experiments.aggregate import METRICS, RunRecord, collect_runs, pooled_queries
+from ultra_multr.experiments.aggregate import (
+    METRICS, RunRecord, as_host_counts, collect_runs, marked_label, pooled_queries, runs_over_runs,
+)
 from ultra_multr.experiments.significance import randomization_test
 
 
@@ -73,6 +78,21 @@ def significance_row(a: Sequence[RunRecord], b: Sequence[RunRecord], n_permutati
     return cells
 
 
+def over_runs_row(a: Sequence[RunRecord], b: Sequence[RunRecord], n_permutations: int) -> Dict[str, str]:
+    """metric -> "mean [interval] (p)" of ``a``'s runs minus ``b``'s, paired by fold and seed."""
+    cells = {}
+    for metric in METRICS:
+        result = runs_over_runs(a, b, metric, n_permutations)
+        cells[metric] = "n/a (no run pairs)" if result is None else "%s (%s; %d pairs)" % (
+            result.interval_text(), "-" if result.p is None else "p %.3g" % result.p, result.pairs)
+    return cells
+
+
+def group_label(label: str, records: Sequence[RunRecord]) -> str:
+    """``label (n runs)``, marked where runs trained with their host's losses."""
+    return "%s (%d runs)" % (marked_label(label, as_host_counts(records), len(records)), len(records))
+
+
 def mean_row(records: Sequence[RunRecord]) -> Dict[str, str]:
     """metric -> "mean +- std" over the runs."""
     cells = {}
@@ -97,15 +117,17 @@ def comparison_table(
     before = method_runs(before_dir, method, variants[0], seeds)
     after = method_runs(after_dir, method, variants[1], seeds)
     rows: List[Tuple[str, Dict[str, str]]] = [
-        ("%s (%d runs)" % (labels[0], len(before)), mean_row(before)),
-        ("%s (%d runs)" % (labels[1], len(after)), mean_row(after)),
+        (group_label(labels[0], before), mean_row(before)),
+        (group_label(labels[1], after), mean_row(after)),
     ]
+    pairs = [(labels[1], after, labels[0], before)]
     if against:
         baseline = method_runs(after_dir, against, variants[1], seeds)
-        rows.insert(0, ("%s (%d runs)" % (against, len(baseline)), mean_row(baseline)))
-        rows.append(("%s vs %s: p" % (labels[0], against), significance_row(before, baseline, n_permutations)))
-        rows.append(("%s vs %s: p" % (labels[1], against), significance_row(after, baseline, n_permutations)))
-    rows.append(("%s vs %s: p" % (labels[1], labels[0]), significance_row(after, before, n_permutations)))
+        rows.insert(0, (group_label(against, baseline), mean_row(baseline)))
+        pairs = [(labels[0], before, against, baseline), (labels[1], after, against, baseline)] + pairs
+    for name_a, a, name_b, b in pairs:
+        rows.append(("%s vs %s: over runs" % (name_a, name_b), over_runs_row(a, b, n_permutations)))
+        rows.append(("%s vs %s: p over queries" % (name_a, name_b), significance_row(a, b, n_permutations)))
     lines = ["| | " + " | ".join(METRICS) + " |", "|---" * (len(METRICS) + 1) + "|"]
     lines += ["| %s | %s |" % (name, " | ".join(cells[m] for m in METRICS)) for name, cells in rows]
     return "\n".join(lines) + "\n"

@@ -26,7 +26,6 @@ documents and padded slots never carry weight or loss.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple
 
@@ -285,9 +284,10 @@ class DoublyRobustLoss:
     def rules(self) -> FormRules:
         return FORM_RULES[self.form]
 
-    def with_rerank_weight(self, a: Optional[float]) -> "DoublyRobustLoss":
-        """The same loss with the re-ranked term's share a."""
-        return dataclasses.replace(self, rerank_weight=a)
+    def describe(self) -> str:
+        """In words, e.g. ``the mixture form (a = 0.8889), variant dr, rebalance weight guard``."""
+        share = " (a = %.4f)" % self.rerank_weight if self.rules.mixes and self.rerank_weight is not None else ""
+        return "the %s form%s, variant %s, %s weight guard" % (self.form, share, self.variant, self.guard)
 
     def weights(self, clicks: torch.Tensor, observed: torch.Tensor, randomized: torch.Tensor, ipw: torch.Tensor,
                 mask: torch.Tensor) -> DocumentWeightsOf:
