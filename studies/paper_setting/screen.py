@@ -104,19 +104,22 @@ COLUMNS = ("recipe", "nonlinear", "label_noise", "features", "train_queries", "l
 
 def study_config(out: str, data_dirs: Dict[str, str], seeds: Sequence[int], steps: int,
                  methods: Sequence[str] = SCREEN_METHODS, click_model: str = CASCADE,
-                 stress_dirs: Dict[str, str] = None, sessions_per_query: int = 0) -> dict:
+                 stress_dirs: Dict[str, str] = None, sessions_per_query: int = 0,
+                 definitions: Dict[str, dict] = None) -> dict:
     """The runner's config: each recipe set a fold of the dataset "recipe", each stress set one of "stress".
 
     ``sessions_per_query`` K > 0: every method trains on one fixed log of K sessions per training query
     (``ClickLogFeed``; the same log for every method of a seed), its simulator and pilot included; 0: fresh clicks.
+    ``definitions``: the methods' definitions (the runner's ``extra_methods``; default: :data:`METHODS`).
     """
+    definitions = METHODS if definitions is None else definitions
     feed = {"train_input_feed": "ultra_multr.feeds.ClickLogFeed"} if sessions_per_query else {}
     log = {"sessions_per_query": sessions_per_query} if sessions_per_query else {}
     return {
         "output_dir": out,
         "datasets": {name: dict(dirs) for name, dirs in (("recipe", data_dirs), ("stress", stress_dirs or {})) if dirs},
         "methods": list(methods),
-        "extra_methods": {name: METHODS[name] for name in methods},
+        "extra_methods": {name: definitions[name] for name in methods},
         "seeds": list(seeds),
         "settings": {
             **feed,

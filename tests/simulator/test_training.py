@@ -265,11 +265,12 @@ def test_ranker_log_parts_count_real_and_pseudo_clicks_per_list(synthetic_data_d
     assert parts["clicks_per_list"] >= 1.0 and "pseudo_clicks_per_list" in parts
 
 
-def test_a_checkpoint_saved_before_the_simulators_clip_was_split_off_is_reused_not_retrained(
+def test_a_checkpoint_saved_before_the_clip_split_and_the_new_network_fields_is_reused_not_retrained(
     synthetic_data_dir, tmp_path, caplog, monkeypatch
 ):
     """Checkpoints (and training states) saved when one max_gradient_norm clipped ranker and simulator name the
-    simulator's clip so: read back under today's name (simulator_max_gradient_norm), they match and are reused."""
+    simulator's clip so, and their network lacks the fields added since (design, dropout, actions, position
+    dropout): read back with today's name and those fields at their defaults, they match and are reused."""
     from ultra_multr.components import simulator_phase
     from ultra_multr.simulator import load_training_state, save_training_state
 
@@ -279,6 +280,8 @@ def test_a_checkpoint_saved_before_the_simulators_clip_was_split_off_is_reused_n
     payload = torch.load(path, weights_only=True)
     metadata = payload["metadata"]
     metadata["max_gradient_norm"] = metadata.pop("simulator_max_gradient_norm")  # the key as it was saved before
+    for added in ("design", "dropout", "actions", "position_dropout"):  # the network's fields added since
+        del metadata["simulator_config"][added], payload["config"][added]
     torch.save(payload, path)
     trained = []
     monkeypatch.setattr(simulator_phase, "train_simulator", lambda *args: trained.append(args))
@@ -289,3 +292,16 @@ def test_a_checkpoint_saved_before_the_simulators_clip_was_split_off_is_reused_n
     assert reused.doubly_robust.simulator is reused.simulator_phase.network
     save_training_state(str(tmp_path / "state"), {"metadata": {"max_gradient_norm": 5.0}, "step": 3})
     assert load_training_state(str(tmp_path / "state"))["metadata"] == {"simulator_max_gradient_norm": 5.0}
+
+
+def test_held_out_queries_are_never_trained_on_and_measure_the_simulator(synthetic_data_dir, drawn):
+    """simulator_heldout_unit=queries: the simulator's training batches come from the other queries only, its
+    held-out batches from the held-out ones only (fresh clicks, main.py's rule)."""
+    model, data = build(synthetic_data_dir, HPARAMS + ",simulator_heldout_unit=queries,simulator_heldout_fraction=0.25")
+    model.prepare()
+    held = np.flatnonzero(model.hparams.simulator.heldout_queries(len(data.initial_list), model.hparams.seed))
+    assert len(held) == 15
+    heldout_calls, training_calls = heldout_and_training_calls(drawn)
+    assert len(heldout_calls) == 2 and len(training_calls) == 6
+    assert all(set(c[3]) <= set(held) for c in heldout_calls)
+    assert all(not set(c[3]) & set(held) for c in training_calls)

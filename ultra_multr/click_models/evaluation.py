@@ -48,7 +48,7 @@ import torch
 from ultra_multr.click_models import ClickModel
 from ultra_multr.config import require
 from ultra_multr.batch import Batch
-from ultra_multr.simulator import ContextAwareUserSimulator, SimulatorFit, SimulatorTrainingConfig, train_simulator
+from ultra_multr.simulator import SimulatorFit, SimulatorTrainingConfig, TrainableSimulator, build_simulator, train_simulator
 
 PROB_FLOOR = 1e-6
 #: Sessions per forward pass of the simulator when scoring (bounds memory).
@@ -302,7 +302,7 @@ def fit_cascade(lists: QueryLists, sessions: Sessions, prior_strength: float = 1
 
 
 class SimulatorModel(SessionModel):
-    """A :class:`ContextAwareUserSimulator` as a session model.
+    """A trained user simulator (any design) as a session model.
 
     Args:
         ctr_samples: sessions sampled per query for :meth:`click_rates`.
@@ -312,7 +312,7 @@ class SimulatorModel(SessionModel):
     name = "MULTR simulator"
 
     def __init__(
-        self, simulator: ContextAwareUserSimulator, ctr_samples: int = 200, generator: Optional[torch.Generator] = None
+        self, simulator: TrainableSimulator, ctr_samples: int = 200, generator: Optional[torch.Generator] = None
     ) -> None:
         self.simulator = simulator
         self.ctr_samples = ctr_samples
@@ -372,7 +372,7 @@ class SessionSample:
 
 def fit_simulator(
     lists: QueryLists, sessions: Sessions, config: SimulatorTrainingConfig, generator: torch.Generator
-) -> Tuple[ContextAwareUserSimulator, SimulatorFit]:
+) -> Tuple[TrainableSimulator, SimulatorFit]:
     """A new user simulator trained on ``sessions`` by MULTR's trainer
     (:func:`ultra_multr.simulator.trainer.train_simulator`), held out as MULTR holds out a fixed click log:
     a random ``simulator_heldout_fraction`` of the sessions (:meth:`SimulatorTrainingConfig.heldout_count`)
@@ -387,7 +387,7 @@ def fit_simulator(
     """
     with torch.random.fork_rng(devices=[]):  # leave the caller's global generator alone
         torch.manual_seed(int(torch.randint(2**62, (1,), generator=generator)))
-        simulator = ContextAwareUserSimulator(config.simulator_config(lists.features.shape[2], lists.n_positions))
+        simulator = build_simulator(config.simulator_config(lists.features.shape[2], lists.n_positions))
     n_heldout = config.heldout_count(len(sessions))
     order = torch.randperm(len(sessions), generator=generator)
     held, kept = order[:n_heldout], order[n_heldout:]

@@ -37,9 +37,9 @@ from ultra_multr.compat import runtime
 from ultra_multr.config import identity, knob, require
 from ultra_multr.session_budget import SessionLedger
 from ultra_multr.simulator import (
-    ContextAwareUserSimulator,
     SimulatorTrainingConfig,
     UserSimulator,
+    build_simulator,
     check_compatible,
     load_simulator,
     save_simulator,
@@ -108,6 +108,21 @@ class SimulatorSettings(SimulatorTrainingConfig):
         return heldout.reshape(n_queries, sessions_per_query)
 
 
+    def heldout_queries(self, n_queries: int, seed: Optional[int]) -> np.ndarray:
+        """[Q] bool: the training queries held out from the simulator under ``simulator_heldout_unit=queries``, a
+        seeded ``simulator_heldout_fraction`` of them (at least one, and one left to train on).
+
+        Raises:
+            ValueError: fewer than 2 training queries.
+        """
+        require(n_queries >= 2, "simulator_heldout_unit=queries needs at least 2 training queries, got %d" % n_queries)
+        n_heldout = min(max(1, int(round(self.simulator_heldout_fraction * n_queries))), n_queries - 1)
+        order = np.random.default_rng(np.random.SeedSequence([seed or 0, HELDOUT_SPLIT_STREAM])).permutation(n_queries)
+        heldout = np.zeros(n_queries, dtype=bool)
+        heldout[order[:n_heldout]] = True
+        return heldout
+
+
 @dataclass(frozen=True)
 class SimulatorOutcome:
     """What the phase ends with.
@@ -163,7 +178,7 @@ class SimulatorPhase:
                 "cuda_graphs=on needs a CUDA device, but the device is %s" % device)
         self.simulator_config = settings.simulator_config(clicks.host.feature_size, clicks.host.rank_list_size)
         #: the network it trains, at its random initialisation until :meth:`run`
-        self.network = ContextAwareUserSimulator(self.simulator_config).to(device)
+        self.network = build_simulator(self.simulator_config).to(device)
         #: what :meth:`run` ended with (None before)
         self.outcome: Optional[SimulatorOutcome] = None
 
@@ -292,7 +307,12 @@ class SimulatorPhase:
         feed = self.clicks.new_feed(settings.simulator_batch_size)
         heldout_feed = self.clicks.new_feed(settings.simulator_batch_size, HELDOUT_FEED_STREAM)
         sessions_per_query = self.clicks.logged_sessions_per_list(feed)
-        if sessions_per_query:
+        if settings.simulator_heldout_unit == "queries":  # whole queries the simulator never trains on
+            held = settings.heldout_queries(self.clicks.n_queries, self.seed)
+            train_set, heldout_set = self.clicks.heldout_views(np.repeat(held[:, None], max(sessions_per_query, 1), 1))
+            heldout_sessions = (self.clicks.distinct_sessions(feed, heldout_set) if sessions_per_query
+                                else settings.simulator_heldout_batches * settings.simulator_batch_size)
+        elif sessions_per_query:
             heldout_mask = settings.heldout_sessions(self.clicks.n_queries, sessions_per_query, self.seed)
             train_set, heldout_set = self.clicks.heldout_views(heldout_mask)
             heldout_sessions = self.clicks.distinct_sessions(feed, heldout_set)

@@ -8,13 +8,14 @@ read with today's names (:func:`upgrade_metadata`)."""
 from __future__ import annotations
 
 import io
-from dataclasses import asdict
+from dataclasses import MISSING, asdict, fields
 from typing import Any, Dict, Optional, Tuple
 
 import torch
 
 from ultra_multr.files import atomic_write_bytes
-from ultra_multr.simulator.model import ContextAwareUserSimulator, SimulatorConfig
+from ultra_multr.simulator.designs import TrainableSimulator, build_simulator
+from ultra_multr.simulator.model import SimulatorConfig
 
 
 def _save(path: str, payload: Any) -> None:
@@ -36,17 +37,26 @@ RENAMED_KEYS = {"max_gradient_norm": "simulator_max_gradient_norm"}
 
 
 def upgrade_metadata(metadata: Dict) -> Dict:
-    """``metadata`` of a checkpoint or training state with today's key names.
+    """``metadata`` of a checkpoint or training state with today's key names and network fields.
 
     Compatibility with files saved before the rename of :data:`RENAMED_KEYS` (the simulator's gradient clip
-    was ``max_gradient_norm``, shared with the ranker's, until the two were split): the only place that knows
-    the old names.
+    was ``max_gradient_norm``, shared with the ranker's, until the two were split), and before the network
+    had the fields it has now (a ``simulator_config`` without them gets their defaults, which every earlier
+    network had): the only place that knows the old forms.
     """
     upgraded = dict(metadata)
     for old, new in RENAMED_KEYS.items():
         if old in upgraded and new not in upgraded:
             upgraded[new] = upgraded.pop(old)
+    if isinstance(upgraded.get("simulator_config"), dict):
+        upgraded["simulator_config"] = network_config(upgraded["simulator_config"])
     return upgraded
+
+
+def network_config(saved: Dict) -> Dict:
+    """A saved network config with every :class:`SimulatorConfig` field, the missing ones at their defaults."""
+    defaults = {f.name: f.default for f in fields(SimulatorConfig) if f.default is not MISSING}
+    return dict(defaults, **saved)
 
 
 def save_training_state(path: str, state: Dict) -> None:
@@ -66,7 +76,7 @@ def load_training_state(path: str) -> Dict:
     return state
 
 
-def save_simulator(path: str, simulator: ContextAwareUserSimulator, metadata: Dict) -> None:
+def save_simulator(path: str, simulator: TrainableSimulator, metadata: Dict) -> None:
     """Save config, weights and ``metadata`` to ``path`` via a temporary file."""
     payload = {
         "config": asdict(simulator.config),
@@ -78,13 +88,13 @@ def save_simulator(path: str, simulator: ContextAwareUserSimulator, metadata: Di
 
 def load_simulator(
     path: str, map_location: Optional[torch.device] = None
-) -> Tuple[ContextAwareUserSimulator, Dict]:
+) -> Tuple[TrainableSimulator, Dict]:
     """Inverse of :func:`save_simulator`; returns (simulator, in eval mode: a
     :class:`~ultra_multr.simulator.protocol.UserSimulator`; metadata, upgraded: :func:`upgrade_metadata`)."""
     try:
         payload = torch.load(path, map_location=map_location or "cpu", weights_only=True)
         config = SimulatorConfig(**payload["config"])
-        simulator = ContextAwareUserSimulator(config)
+        simulator = build_simulator(config)
         simulator.load_state_dict(payload["state_dict"])
         return simulator.eval(), upgrade_metadata(payload.get("metadata", {}))
     except (KeyError, TypeError, AttributeError, RuntimeError, ValueError) as error:

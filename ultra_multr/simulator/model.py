@@ -38,6 +38,10 @@ from ultra_multr.simulator.sampling import LISTS_PER_CHUNK, click_thresholds, sa
 
 UNKNOWN, SKIP, CLICK = 0, 1, 2
 CELLS = ("lstm", "gru")
+#: The simulator's designs (:func:`ultra_multr.simulator.designs.build_simulator`): the paper's context-aware
+#: network (:class:`ContextAwareUserSimulator`) or a factorised click model
+#: (:class:`~ultra_multr.simulator.factorised.FactorisedUserSimulator`).
+DESIGNS = ("context_aware", "factorised")
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,12 @@ class SimulatorConfig:
             (empty: raw features, as in the paper).
         position_size: dimension of the decoder's position embedding (0: none, the paper's Eq. click_decoder,
             where the decoder knows the position only through its recurrence).
+        design: one of :data:`DESIGNS`.
+        dropout: dropout on the decoder's output before the click head, in training (the authors' code: 0.4).
+        actions: 3 (unknown, skip, click: the previous action at the first position is "unknown") or 2 (skip,
+            click: it is "skip", the authors' code's zero click).
+        position_dropout: in training, the share of lists whose decoder reads no position embedding (dropout on
+            the position input, Zhang et al., KDD 2023), so that position explains less of what relevance did.
     """
 
     feature_size: int
@@ -61,9 +71,17 @@ class SimulatorConfig:
     cell: str = "lstm"
     input_mlp: Tuple[int, ...] = field(default_factory=tuple)
     position_size: int = 16
+    design: str = "context_aware"
+    dropout: float = 0.0
+    actions: int = 3
+    position_dropout: float = 0.0
 
     def __post_init__(self) -> None:
         require(self.cell in CELLS, "cell must be one of %s, got %r" % (CELLS, self.cell))
+        require(self.design in DESIGNS, "design must be one of %s, got %r" % (DESIGNS, self.design))
+        require(0.0 <= self.dropout < 1.0, "dropout must be in [0, 1), got %r" % self.dropout)
+        require(self.actions in (2, 3), "actions must be 2 or 3, got %r" % self.actions)
+        require(0.0 <= self.position_dropout <= 1.0, "position_dropout must be in [0, 1], got %r" % self.position_dropout)
         require(self.feature_size > 0, "feature_size must be > 0, got %d" % self.feature_size)
         require(self.list_size > 0, "list_size must be > 0, got %d" % self.list_size)
         require(self.hidden_size > 0, "hidden_size must be > 0, got %d" % self.hidden_size)
@@ -289,6 +307,7 @@ class ContextAwareUserSimulator(nn.Module):
         self.action_projection = nn.Linear(hidden, hidden)  # W3, b3
         self.position_embedding = nn.Embedding(config.list_size, config.position_size)
         self.decoder = RecurrentCell(config.cell, 3 * hidden + config.position_size, hidden)
+        self.output_dropout = nn.Dropout(config.dropout)
         self.click_head = nn.Linear(hidden, 1)  # W4, b4
 
     @property
@@ -377,8 +396,14 @@ class ContextAwareUserSimulator(nn.Module):
         # (Rows joined rather than indexed with a filled index tensor: setting one
         # entry of a CUDA tensor from Python copies from the host, which a CUDA graph
         # capture refuses.)
-        previous_action = torch.cat([actions[UNKNOWN : UNKNOWN + 1], actions[SKIP].expand(slots - 1, -1)])
+        first = UNKNOWN if self.config.actions == 3 else SKIP
+        previous_action = torch.cat([actions[first : first + 1], actions[SKIP].expand(slots - 1, -1)])
         constant = positions + previous_action + self.decoder.input_bias()  # [N, G]
+        # dropout on the position input: in training, lists whose decoder reads no position embedding
+        unpositioned = None
+        if self.training and self.config.position_dropout > 0:
+            draws = torch.rand(rows, 1, generator=generator, device=order.device, dtype=constant.dtype)
+            unpositioned = (draws < self.config.position_dropout).to(constant.dtype)
         weight = self.decoder.with_extra_input((actions[CLICK] - actions[SKIP]).unsqueeze(0))
         given = None if given_clicks is None else (given_clicks * shown).permute(2, 0, 1).reshape(slots, rows)
         threshold = None
@@ -394,9 +419,11 @@ class ContextAwareUserSimulator(nn.Module):
             # index_select returns a fresh tensor we may add into; a view may not be.
             pre = read(t) + context_gates if layout.identity else read(t).add_(context_gates)
             pre = pre.add_(constant[t])
+            if unpositioned is not None:
+                pre = pre - unpositioned * positions[t]
             step = self.decoder.step(pre, state, weight, previous_click, overwrite=True)
             state = _keep_where(layout.shown[t], step, state, layout.all_shown[t])
-            logit = self.click_head(state[0]).squeeze(-1)
+            logit = self.click_head(self.output_dropout(state[0])).squeeze(-1)
             click = given[t] if threshold is None else (logit.detach() > threshold[t]).to(logit.dtype)
             previous_click = click.unsqueeze(-1)
             logits.append(logit)

@@ -32,6 +32,7 @@ from ultra_multr.batch import Batch
 from ultra_multr.progress import Progress
 from ultra_multr.simulator.checkpoint import load_training_state, save_training_state
 from ultra_multr.simulator.graphs import GraphedSimulatorUpdate
+from ultra_multr.simulator.designs import TrainableSimulator
 from ultra_multr.simulator.model import ContextAwareUserSimulator
 from ultra_multr.simulator.training import EarlyStopping, click_log_likelihood, simulator_update
 from ultra_multr.simulator.training_config import SimulatorTrainingConfig
@@ -93,11 +94,11 @@ class SimulatorFit:
         }
 
 
-def heldout_log_likelihood(simulator: ContextAwareUserSimulator, batches: List[Batch]) -> Tuple[float, List[float]]:
+def heldout_log_likelihood(simulator: TrainableSimulator, batches: List[Batch]) -> Tuple[float, List[float]]:
     """Mean click log-likelihood per session of ``batches`` and its [N] mean per position."""
     simulator.eval()
-    list_size = simulator.config.list_size
-    device = simulator.click_head.weight.device
+    list_size = simulator.list_size
+    device = simulator.device
     total, sessions = 0.0, 0
     per_position = torch.zeros(list_size, device=device)
     shown = torch.zeros(list_size, device=device)
@@ -112,14 +113,14 @@ def heldout_log_likelihood(simulator: ContextAwareUserSimulator, batches: List[B
     return total / max(sessions, 1), (per_position / shown.clamp(min=1)).tolist()
 
 
-def _optimizer(simulator: ContextAwareUserSimulator, config: SimulatorTrainingConfig, graphed: bool):
+def _optimizer(simulator: TrainableSimulator, config: SimulatorTrainingConfig, graphed: bool):
     if config.simulator_optimizer == "adam":
         return torch.optim.Adam(simulator.parameters(), lr=config.simulator_learning_rate, capturable=graphed)
     return torch.optim.Adagrad(simulator.parameters(), lr=config.simulator_learning_rate)
 
 
 def train_simulator(
-    simulator: ContextAwareUserSimulator,
+    simulator: TrainableSimulator,
     config: SimulatorTrainingConfig,
     stream: SessionStream,
     heldout: List[Batch],
@@ -143,14 +144,18 @@ def train_simulator(
     Returns:
         the fit, with ``simulator`` left in the kept (best or last) state.
     """
-    device = simulator.click_head.weight.device
+    device = simulator.device
     steps = config.simulator_steps
-    # CUDA graphs replay whole updates where nothing is drawn inside one and the optimizer can be captured.
+    # CUDA graphs replay whole updates of the context-aware network where nothing is drawn inside one and the
+    # optimizer can be captured.
     graphed = (
         device.type == "cuda"
+        and isinstance(simulator, ContextAwareUserSimulator)
         and config.cuda_graphs != "off"
         and config.simulator_optimizer == "adam"
         and config.teacher_forcing_ratio == 1.0
+        and config.simulator_dropout == 0.0
+        and config.simulator_position_dropout == 0.0
     )
     optimizer = _optimizer(simulator, config, graphed)
     patience = config.simulator_patience
@@ -162,7 +167,7 @@ def train_simulator(
         )
         patience = 0
     stopping = EarlyStopping(patience)
-    trivial = PositionClickRates(simulator.config.list_size)
+    trivial = PositionClickRates(simulator.list_size)
     best_state: Optional[Dict] = None
     curve: List[Dict[str, float]] = []
     step = 0
@@ -191,6 +196,7 @@ def train_simulator(
             max_gradient_norm=config.simulator_max_gradient_norm,
             teacher_forcing_ratio=config.teacher_forcing_ratio,
             generator=generator,
+            teacher_forcing_unit=config.teacher_forcing_unit,
         )
     last_log = time.monotonic()
     meter = Progress(steps, "user simulator", "steps", initial=step, log_lines=False)  # rate and time left

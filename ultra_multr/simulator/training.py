@@ -8,7 +8,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from ultra_multr.simulator.model import ContextAwareUserSimulator
+from ultra_multr.simulator.designs import TrainableSimulator
 
 
 def click_log_likelihood(logits: torch.Tensor, clicks: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -25,7 +25,7 @@ def click_log_likelihood(logits: torch.Tensor, clicks: torch.Tensor, mask: torch
 
 
 def simulator_loss(
-    simulator: ContextAwareUserSimulator,
+    simulator: TrainableSimulator,
     logits: torch.Tensor,
     clicks: torch.Tensor,
     mask: torch.Tensor,
@@ -40,7 +40,7 @@ def simulator_loss(
 
 
 def simulator_update(
-    simulator: ContextAwareUserSimulator,
+    simulator: TrainableSimulator,
     optimizer: torch.optim.Optimizer,
     features: torch.Tensor,
     mask: torch.Tensor,
@@ -50,6 +50,7 @@ def simulator_update(
     teacher_forcing_ratio: float = 1.0,
     generator: Optional[torch.Generator] = None,
     step: int = 0,
+    teacher_forcing_unit: str = "click",
 ) -> float:
     """One optimizer step on the simulator loss of a batch of sessions.
 
@@ -57,6 +58,8 @@ def simulator_update(
         features: [B, N, F]; mask: [B, N] bool; clicks: [B, N].
         max_gradient_norm: clip the gradient norm (<= 0: no clipping).
         step: the step number, for the error message.
+        teacher_forcing_unit: "click" (each previous click observed with probability ``teacher_forcing_ratio``)
+            or "batch" (the whole batch's, one draw from ``generator``).
 
     Returns:
         the loss before the step.
@@ -65,6 +68,9 @@ def simulator_update(
         FloatingPointError: a non-finite loss (the step is not taken).
     """
     simulator.train()
+    if teacher_forcing_unit == "batch":
+        draw = float(torch.rand((), generator=generator, device=features.device))
+        teacher_forcing_ratio = 1.0 if draw < teacher_forcing_ratio else 0.0
     logits = simulator.click_logits(features, mask, clicks, teacher_forcing_ratio, generator)
     loss = simulator_loss(simulator, logits, clicks, mask, l2_weight)
     value = float(loss.detach())
@@ -76,7 +82,7 @@ def simulator_update(
 
 
 def backward_and_step(
-    simulator: ContextAwareUserSimulator, optimizer: torch.optim.Optimizer, loss: torch.Tensor, max_gradient_norm: float
+    simulator: TrainableSimulator, optimizer: torch.optim.Optimizer, loss: torch.Tensor, max_gradient_norm: float
 ) -> None:
     """Gradients of ``loss`` (into zeroed or absent ``.grad``), clipped to
     ``max_gradient_norm`` (<= 0: not clipped), and one optimizer step; no host sync."""

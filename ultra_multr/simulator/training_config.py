@@ -16,10 +16,14 @@ from dataclasses import dataclass
 from typing import Tuple
 
 from ultra_multr.config import Off, SameAs, knob, require
-from ultra_multr.simulator.model import CELLS, SimulatorConfig
+from ultra_multr.simulator.model import CELLS, DESIGNS, SimulatorConfig
 
 SIMULATOR_OPTIMIZERS = ("adagrad", "adam")
 CUDA_GRAPHS = ("auto", "on", "off")
+#: teacher_forcing_unit's values: the observed-or-sampled choice is made per click or per batch.
+TEACHER_FORCING_UNITS = ("click", "batch")
+#: simulator_heldout_unit's values: what is held out to judge the simulator.
+HELDOUT_UNITS = ("sessions", "queries")
 
 
 @dataclass(frozen=True)
@@ -45,10 +49,30 @@ class SimulatorTrainingConfig:
             the paper's decoder).
         teacher_forcing_ratio: share of observed (vs sampled) previous clicks
             fed to the decoder in training (paper: 1.0).
+        teacher_forcing_unit: "click" (each previous click observed or
+            sampled on its own) or "batch" (the whole batch one or the other,
+            the authors' code).
+        simulator_design: "context_aware" (the paper's network) or
+            "factorised" (:mod:`ultra_multr.simulator.factorised`: relevance
+            of the document's own features times examination by position and
+            the last click above).
+        simulator_dropout: dropout on the decoder's output in training (the
+            authors' code: 0.4).
+        simulator_actions: 3 (unknown, skip, click) or 2 (skip, click: the
+            authors' code).
+        simulator_position_dropout: in training, the share of lists whose
+            decoder reads no position embedding (Zhang et al., KDD 2023).
         simulator_heldout_fraction: with a fixed click log, the share of its
             sessions held out from the simulator (at least one) to measure
             its click log-likelihood (:meth:`heldout_count`); with fresh
-            clicks, held-out sessions are new draws instead.
+            clicks, held-out sessions are new draws instead.  Under
+            ``simulator_heldout_unit=queries``, the share of training queries
+            held out.
+        simulator_heldout_unit: "sessions" (held-out sessions of the training
+            queries: the queries the simulator imputes clicks for) or
+            "queries" (held-out queries the simulator never trains on: model
+            selection that does not reward what it learned of each logged
+            order by heart).
         simulator_heldout_max_share: with a fixed click log, > 0 raises the
             held-out sessions to ``simulator_min_heldout_sessions`` where the
             fraction holds out fewer and the minimum is at most this share of
@@ -85,10 +109,18 @@ class SimulatorTrainingConfig:
     simulator_cell: str = "lstm"
     simulator_input_mlp: Tuple[int, ...] = (128,)
     simulator_position_size: int = 16
+    # options added after runs and checkpoints existed: at their defaults they change nothing (inert)
+    simulator_design: str = knob("context_aware", inert_when=Off("simulator_design", "context_aware"))
+    simulator_dropout: float = knob(0.0, inert_when=Off("simulator_dropout", 0.0))
+    simulator_actions: int = knob(3, inert_when=Off("simulator_actions", 3))
+    simulator_position_dropout: float = knob(0.0, inert_when=Off("simulator_position_dropout", 0.0))
     teacher_forcing_ratio: float = knob(1.0, checkpoint=True)
+    teacher_forcing_unit: str = knob("click", checkpoint=True, inert_when=Off("teacher_forcing_unit", "click"))
     simulator_heldout_fraction: float = knob(0.1, checkpoint=True)
     simulator_heldout_max_share: float = knob(0.0, checkpoint=True,
                                               inert_when=Off("simulator_heldout_max_share", 0.0))
+    simulator_heldout_unit: str = knob("sessions", checkpoint=True,
+                                       inert_when=Off("simulator_heldout_unit", "sessions"))
     simulator_heldout_batches: int = knob(4, checkpoint=True)
     simulator_eval_every: int = knob(250, checkpoint=True)
     simulator_patience: int = knob(5, checkpoint=True)
@@ -102,6 +134,12 @@ class SimulatorTrainingConfig:
         require(
             self.simulator_cell in CELLS, "simulator_cell must be one of %s, got %r" % (CELLS, self.simulator_cell)
         )
+        require(self.simulator_design in DESIGNS,
+                "simulator_design must be one of %s, got %r" % (DESIGNS, self.simulator_design))
+        require(self.teacher_forcing_unit in TEACHER_FORCING_UNITS,
+                "teacher_forcing_unit must be one of %s, got %r" % (TEACHER_FORCING_UNITS, self.teacher_forcing_unit))
+        require(self.simulator_heldout_unit in HELDOUT_UNITS,
+                "simulator_heldout_unit must be one of %s, got %r" % (HELDOUT_UNITS, self.simulator_heldout_unit))
         require(
             self.simulator_optimizer in SIMULATOR_OPTIMIZERS,
             "simulator_optimizer must be one of %s, got %r" % (SIMULATOR_OPTIMIZERS, self.simulator_optimizer),
@@ -136,6 +174,10 @@ class SimulatorTrainingConfig:
             cell=self.simulator_cell,
             input_mlp=self.simulator_input_mlp,
             position_size=self.simulator_position_size,
+            design=self.simulator_design,
+            dropout=self.simulator_dropout,
+            actions=self.simulator_actions,
+            position_dropout=self.simulator_position_dropout,
         )
 
     def heldout_share(self, n_sessions: int) -> int:

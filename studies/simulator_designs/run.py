@@ -1,0 +1,346 @@
+"""Simulator designs for MULTR's re-ranked clicks: screened by the decile statistic, then a grid over runs.
+
+MULTR's doubly-robust loss puts S/(S+1) of its weight on its simulator's clicks for orders no user saw; whether
+MULTR gains over DLA is decided there (issue 37).  Each design is a setting of the one trainer
+(``ultra_multr.simulator``); every method's knobs are pinned here (every knob of MULTRConfig and DLAConfig named),
+so that no later default change makes the runs stale.  The learning rate is fixed at 0.05 for every arm.
+
+    # 1. screening, simulator only: every design on the 3 recipe sets x 2 seeds, cascade clicks
+    python studies/simulator_designs/run.py screen --out out/designs [--workers 2]
+    # 2. the grid with the design the screening's rule chose (or --design NAME)
+    python studies/simulator_designs/run.py grid --out out/designs --regime cascade --seeds 0 1 2 3 4 5
+    python studies/simulator_designs/run.py grid --out out/designs --regime pbm --seeds 0 1
+    python studies/simulator_designs/run.py grid --out out/designs --regime sparse --seeds 0 1 2
+    python studies/simulator_designs/run.py grid --out out/designs --regime rand --seeds 0 1
+    # 3. the table of everything finished
+    python studies/simulator_designs/run.py table --out out/designs
+
+Data: the paper_setting grid's recipe sets (``quadratic_1_f46`` drawn with recipe seeds 0, 1, 2: 46 features,
+quadratic relevance, a Rank SVM logger on 1 % of the labels) with 1,000 validation queries; the sparse regime's
+``quadratic_1_3000q`` (one fixed logged session per training query, 3,000 queries).  The decile statistic
+(:mod:`ultra_multr.experiments.simulator_validity`): the simulator's error under uniformly random orders, in the
+logger's top decile minus its bottom decile, over the truth's mean click; 0 when the error does not follow what
+the logger favoured.  Written to ``--results``: ``simulator_designs.csv`` / ``.md`` (one row per design and cell:
+the screening rows without nDCG), ``screening_runs.csv`` (every screening run), ``choice.md`` (the rule's choice).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import re
+import sys
+from dataclasses import replace
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "studies", "paper_setting"))
+
+import screen  # noqa: E402  (the paper_setting study's runner config and tables)
+
+from ultra_multr.compat import startup  # noqa: E402,F401  (ULTRA's fixes before it is imported)
+from ultra_multr.config import flat_values  # noqa: E402
+from ultra_multr.experiments import compare  # noqa: E402
+from ultra_multr.experiments.aggregate import as_host_counts, collect_runs, marked_label, runs_over_runs  # noqa: E402
+from ultra_multr.experiments.runner import cli as runner  # noqa: E402
+from ultra_multr.experiments.significance import randomization_test  # noqa: E402
+from ultra_multr.files import atomic_write_text  # noqa: E402
+from ultra_multr.generate.ultra_recipe import SCREENED_RECIPES, write_recipe_dataset  # noqa: E402
+
+RESULTS = os.path.join(REPO, "studies", "simulator_designs", "results")
+PBM = os.path.join(REPO, "settings", "click_models", "pbm_eta1_eps0.1_ymax4.json")
+CLICK_MODELS = {"cascade": screen.CASCADE, "pbm": PBM, "sparse": screen.CASCADE, "rand": screen.CASCADE}
+#: Knobs left to the run: its seed (the runner's), its device and its log.
+UNPINNED = ("seed", "device", "log_every", "simulator_log_every")
+LEARNING_RATE = 0.05
+#: The designs: overrides of MULTR's defaults (each a setting of the one trainer).
+DESIGNS: Dict[str, Dict[str, object]] = {
+    "default": {},
+    # (a) the authors' released simulator (rowedenny/MULTR): a bidirectional GRU encoder and a GRU decoder on an
+    # input MLP [512, 256, 64], position embedding of the hidden size, dropout 0.4 on the decoder's output, two
+    # action embeddings, teacher forcing 0.5 decided per batch, Adam 1e-3 with weight decay 1e-5 (an L2 term of
+    # 5e-6), 10,050 steps without early stopping
+    "authors": {"simulator_cell": "gru", "simulator_input_mlp": [512, 256, 64], "simulator_position_size": 64,
+                "simulator_dropout": 0.4, "simulator_actions": 2, "teacher_forcing_ratio": 0.5,
+                "teacher_forcing_unit": "batch", "simulator_learning_rate": 0.001, "simulator_l2": 5e-6,
+                "simulator_steps": 10050, "simulator_patience": 0},
+    # (b) factorised: relevance of the document's own features times examination by position and last click
+    "factorised": {"simulator_design": "factorised"},
+    # (c) dropout on the position input (Zhang et al., KDD 2023)
+    "position_dropout": {"simulator_position_dropout": 0.5},
+    # (d) model selection on held-out queries instead of held-out sessions of the training queries
+    "heldout_queries": {"simulator_heldout_unit": "queries"},
+    "factorised_heldout_queries": {"simulator_design": "factorised", "simulator_heldout_unit": "queries"},
+    # the upper bound: the click model behind the clicks stands in for the simulator
+    "true_click_model": {"simulator_control": "true_click_model"},
+}
+CONTROL = "true_click_model"
+#: The screening's rule: among designs whose simulator trains in at most this many times the default's time.
+TIME_FACTOR = 1.5
+SETS = ("quadratic_1_f46", "quadratic_1_f46_set1", "quadratic_1_f46_set2")
+COLUMNS = ("data", "regime", "design", "runs", "decile_stat", "simulator_s", "ndcg10", "delta_vs_dla", "ci_low",
+           "ci_high", "p_runs", "p_queries")
+SAVED = re.compile(r"user simulator: saved .* \(([0-9.]+) s\)")
+
+
+def as_setting(value: object) -> object:
+    """A knob's value as a runner config holds it: a list of values, a number or a string."""
+    if isinstance(value, tuple):
+        return [as_setting(item) for item in value]
+    return value if isinstance(value, (int, float, bool)) else str(value)
+
+
+def pinned_values(config) -> Dict[str, object]:
+    """Every knob of ``config`` but :data:`UNPINNED` as a runner config holds it."""
+    return {name: as_setting(value) for name, value in flat_values(config).items() if name not in UNPINNED}
+
+
+def pinned(config_class, overrides: Dict[str, object]) -> Dict[str, object]:
+    """Every knob of ``config_class`` at its default but :data:`UNPINNED`, then ``overrides``; JSON values."""
+    return dict(pinned_values(config_class()), learning_rate=LEARNING_RATE, **overrides)
+
+
+def method(label: str, overrides: Dict[str, object], algorithm: str = "MULTR") -> dict:
+    """A runner method of MULTR (or DLA) with every knob pinned."""
+    from ultra_multr.algorithms.dla import DLAConfig
+    from ultra_multr.algorithms.multr import MULTRConfig
+
+    config_class = MULTRConfig if algorithm == "MULTR" else DLAConfig
+    return {"label": label, "role": "multr" if algorithm == "MULTR" else "baseline",
+            "learning_algorithm": "ultra_multr.%s" % algorithm,
+            "learning_algorithm_hparams": pinned(config_class, overrides)}
+
+
+def methods(regime: str, design: Optional[str]) -> Dict[str, dict]:
+    """The runner's methods of a stage: the screening's designs, or a grid's arms."""
+    if regime == "screen":
+        return {"design_" + name: method(name, overrides) for name, overrides in DESIGNS.items()}
+    sparse = {"simulator_heldout_max_share": 0.25} if regime == "sparse" else {}
+    if regime == "rand":
+        from ultra_multr.algorithms.multr import MULTRConfig
+        from ultra_multr.config import parse_hparams
+
+        with open(os.path.join(REPO, "settings", "multr_paper.json")) as handle:
+            text = json.load(handle)["learning_algorithm_hparams"]
+        defaults = pinned(MULTRConfig, {})
+        paper = {name: value for name, value in pinned_values(parse_hparams(MULTRConfig, text)).items()
+                 if name != "learning_rate" and value != defaults[name]}
+        return {"dla": method("DLA", {}, "DLA"),
+                "rand_default": method("Rand-MULTR", {"simulator_steps": 0}),
+                "rand_paper": method("Rand-MULTR, the paper's form", dict(paper, simulator_steps=0))}
+    return {"dla": method("DLA", {}, "DLA"),
+            "multr_true": method("MULTR, true click model", dict(DESIGNS[CONTROL], **sparse)),
+            "multr_" + design: method("MULTR, %s" % design, dict(DESIGNS[design], **sparse))}
+
+
+def data_dirs(out: str, regime: str) -> Dict[str, str]:
+    """Generate (once) and name the sets of a stage: the 3 recipe sets, or the sparse regime's one."""
+    names = {"sparse": {"quadratic_1_3000q": ("quadratic_1_3000q", 0)}}.get(
+        regime, {name: ("quadratic_1_f46", k) for k, name in enumerate(SETS)})
+    dirs = {}
+    for name, (recipe, seed) in names.items():
+        dirs[name] = os.path.join(out, "data", name)
+        if not os.path.isfile(os.path.join(dirs[name], "prepare_report.json")):
+            write_recipe_dataset(dirs[name], replace(SCREENED_RECIPES[recipe], seed=seed, valid_queries=1000))
+    return dirs
+
+
+def run_stage(out: str, regime: str, seeds: Sequence[int], steps: int, design: Optional[str], workers: int) -> int:
+    """The runner over a stage's methods x sets x seeds (resumable: finished runs are kept)."""
+    stage = os.path.join(out, regime)
+    definitions = methods(regime, design)
+    config = screen.study_config(stage, data_dirs(out, regime), list(seeds), steps, list(definitions),
+                                 os.path.abspath(CLICK_MODELS.get(regime, screen.CASCADE)),
+                                 sessions_per_query=1 if regime == "sparse" else 0, definitions=definitions)
+    if regime == "screen":  # the simulator alone: two ranker updates (main.py checks at every checkpoint)
+        config["main_args"].update(max_train_iteration=1, steps_per_checkpoint=1)
+    path = os.path.join(stage, "study.json")
+    os.makedirs(stage, exist_ok=True)
+    atomic_write_text(path, json.dumps(config, indent=1) + "\n")
+    return runner.main([path, "--workers", str(workers), "--threads", "1"])
+
+
+def simulator_seconds(run_dir: str) -> float:
+    """The simulator's training time in the run's log (0: none trained, e.g. a control)."""
+    with open(os.path.join(run_dir, "train.stderr")) as handle:
+        found = SAVED.findall(handle.read())
+    return float(found[-1]) if found else 0.0
+
+
+def decile_statistics(out: str, records, regime: str) -> Dict[str, float]:
+    """run folder -> the decile statistic of its simulator against the truth on its set's training lists."""
+    import ultra
+
+    from ultra_multr.click_models.ultra import load_click_model_file
+    from ultra_multr.experiments.simulator_validity import logger_score_matrix, simulator_validity
+    from ultra_multr.feeds.arrays import query_arrays
+    from ultra_multr.simulator import load_simulator
+    from ultra_multr.simulator.controls import TrueClickModelSimulator
+
+    found, truths = {}, {}
+    for record in records:
+        run_dir = record.info["run_dir"]
+        path = os.path.join(run_dir, "model", "ultra_multr.MULTR.simulator.ckpt")
+        control = record.info["method"].endswith("true") or record.info["method"] == "design_" + CONTROL
+        if not (control or os.path.isfile(path)):
+            continue
+        fold = record.info["fold"]
+        if fold not in truths:
+            data_dir = os.path.join(out, "data", fold, "")
+            data = ultra.utils.read_data(data_dir, "train", None, 0)
+            arrays = query_arrays(data, 10)
+            truth = TrueClickModelSimulator(load_click_model_file(CLICK_MODELS[regime]).model,
+                                            arrays.features[arrays.doc_ids[arrays.mask]], arrays.labels[arrays.mask], 10)
+            truths[fold] = (truth, torch.from_numpy(arrays.list_features(np.arange(arrays.n_queries))),
+                            torch.from_numpy(arrays.mask), logger_score_matrix(data_dir, "train", data, 10))
+        truth, features, mask, scores = truths[fold]
+        simulator = truth if control else load_simulator(path, torch.device("cpu"))[0]
+        found[run_dir] = float(simulator_validity(simulator, truth, features, mask, scores, 256)["decile_statistic"])
+    return found
+
+
+def finished(out: str, regime: str) -> List:
+    """The finished runs of a stage, each with its folder in ``info["run_dir"]``."""
+    runs_dir = os.path.join(out, regime, "runs")
+    if not os.path.isdir(runs_dir):
+        return []
+    records = collect_runs(runs_dir)
+    for record in records:
+        record.info["run_dir"] = os.path.join(runs_dir, record.info["dataset"], record.info["fold"],
+                                              record.info["method"], "seed%d" % record.info["seed"])
+    return records
+
+
+def fmt(value: Optional[float], digits: int = 4, sign: bool = False) -> str:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return ""
+    return ("%+.*f" if sign else "%.*f") % (digits, value)
+
+
+def screening_rows(out: str) -> List[dict]:
+    """One row per design: the median decile statistic over its runs (and |median|), the median training time."""
+    records = finished(out, "screen")
+    deciles = decile_statistics(out, records, "cascade")
+    rows, per_run = [], []
+    for name in DESIGNS:
+        mine = [r for r in records if r.info["method"] == "design_" + name]
+        if not mine:
+            continue
+        stats = [deciles[r.info["run_dir"]] for r in mine if r.info["run_dir"] in deciles]
+        seconds = [simulator_seconds(r.info["run_dir"]) for r in mine]
+        per_run += [{"design": name, "set": r.info["fold"], "seed": r.info["seed"],
+                     "decile_stat": fmt(deciles.get(r.info["run_dir"])), "simulator_s": fmt(s, 1)}
+                    for r, s in zip(mine, seconds)]
+        rows.append({"data": "ultra_recipe", "regime": "cascade (screening)", "design": name, "runs": len(mine),
+                     "decile_stat": fmt(float(np.median(stats)) if stats else None),
+                     "simulator_s": fmt(float(np.median(seconds)), 1)})
+    return rows, per_run
+
+
+def choose(rows: List[dict]) -> tuple:
+    """The screening's rule: among designs (not the control) whose median training time is at most
+    :data:`TIME_FACTOR` times the default's, the smallest median |decile statistic|.  Returns (name, why)."""
+    by_name = {row["design"]: row for row in rows}
+    limit = TIME_FACTOR * float(by_name["default"]["simulator_s"])
+    eligible = [row for row in rows if row["design"] != CONTROL and row["decile_stat"]
+                and float(row["simulator_s"]) <= limit]
+    best = min(eligible, key=lambda row: abs(float(row["decile_stat"])))
+    excluded = [row["design"] for row in rows if row["design"] != CONTROL and row not in eligible]
+    return best["design"], ("smallest median |decile statistic| (%s) among designs whose simulator trains in at most "
+                            "%.1fx the default's %s s (%.0f s)%s" % (
+                                best["decile_stat"], TIME_FACTOR, by_name["default"]["simulator_s"], limit,
+                                "; over the time limit: %s" % ", ".join(excluded) if excluded else ""))
+
+
+def grid_rows(out: str, regime: str) -> List[dict]:
+    """One row per arm of a grid stage against DLA: over runs (paired by set and seed) and over pooled queries."""
+    records = finished(out, regime)
+    deciles = decile_statistics(out, [r for r in records if r.info["method"] != "dla"], regime)
+    dla = [r for r in records if r.info["method"] == "dla"]
+    data = "ultra_recipe, sparse" if regime == "sparse" else "ultra_recipe"
+    rows = []
+    for name in sorted({r.info["method"] for r in records}, key=lambda m: (m != "dla", m)):
+        mine = [r for r in records if r.info["method"] == name]
+        label = marked_label(name, as_host_counts(mine), len(mine))
+        row = {"data": data, "regime": regime, "design": label, "runs": len(mine),
+               "ndcg10": fmt(float(np.mean([r.mean("ndcg_10") for r in mine])))}
+        stats = [deciles[r.info["run_dir"]] for r in mine if r.info["run_dir"] in deciles]
+        row["decile_stat"] = fmt(float(np.median(stats)) if stats else None)
+        row["simulator_s"] = fmt(float(np.median([simulator_seconds(r.info["run_dir"]) for r in mine])), 1)
+        if name != "dla" and dla:
+            runs = runs_over_runs(mine, dla, "ndcg_10")
+            a, b = compare.paired(mine, dla, "ndcg_10")
+            row.update(delta_vs_dla=fmt(runs.mean, sign=True), ci_low=fmt(runs.ci_low, sign=True),
+                       ci_high=fmt(runs.ci_high, sign=True), p_runs=fmt(runs.p, 4) if runs.p is not None else "",
+                       p_queries="%.4g" % randomization_test(a, b))
+        rows.append(row)
+    return rows
+
+
+def write_table(rows: Sequence[dict], columns: Sequence[str], path: str, caption: str) -> None:
+    """``path`` .csv and .md, atomically."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows([row.get(c, "") for c in columns] for row in rows)
+    atomic_write_text(path + ".csv", buffer.getvalue())
+    lines = [caption, "", "| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
+    lines += ["| " + " | ".join(str(row.get(c, "")) for c in columns) + " |" for row in rows]
+    atomic_write_text(path + ".md", "\n".join(lines) + "\n")
+
+
+def tables(out: str, results: str) -> str:
+    """Write every table of the finished runs; returns the chosen design (None before the screening)."""
+    os.makedirs(results, exist_ok=True)
+    rows, per_run = screening_rows(out)
+    chosen = None
+    if rows:
+        write_table(per_run, ("design", "set", "seed", "decile_stat", "simulator_s"),
+                    os.path.join(results, "screening_runs"),
+                    "Every screening run: its simulator's decile statistic and training time (s, on one core).")
+        chosen, why = choose(rows)
+        atomic_write_text(os.path.join(results, "choice.md"), "Chosen design: **%s**: %s.\n" % (chosen, why))
+    for regime in ("cascade", "pbm", "sparse", "rand"):
+        rows += grid_rows(out, regime)
+    write_table(rows, COLUMNS, os.path.join(results, "simulator_designs"), (
+        "Simulator designs (studies/simulator_designs/run.py). Screening rows: the simulator alone, 3 recipe sets x 2 "
+        "seeds, cascade; decile_stat the median over runs, simulator_s the median training time (one core). Grid "
+        "rows: 2,000 ranker updates at learning rate 0.05 for every arm; delta_vs_dla, ci_low, ci_high: the mean "
+        "paired difference over runs (same set and seed) and its 95 % t-interval; p_runs its sign-flip p; p_queries "
+        "the paired randomisation test over the pooled test queries."))
+    return chosen
+
+
+def main(argv: Sequence[str] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("stage", choices=("screen", "grid", "table"))
+    parser.add_argument("--out", required=True, help="the study's work folder (data, runs)")
+    parser.add_argument("--regime", default="cascade", choices=("cascade", "pbm", "sparse", "rand"))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--steps", type=int, default=2000, help="ranker updates of a grid run")
+    parser.add_argument("--design", help="the grid's design (default: the screening's choice)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--results", default=RESULTS)
+    args = parser.parse_args(argv)
+    out = os.path.abspath(args.out)
+    if args.stage == "screen":
+        code = run_stage(out, "screen", args.seeds, 1, None, args.workers)
+    elif args.stage == "grid":
+        design = args.design or tables(out, args.results)
+        if design is None or design not in DESIGNS:
+            parser.error("no design: run the screening first, or name one of %s with --design" % ", ".join(DESIGNS))
+        code = run_stage(out, args.regime, args.seeds, args.steps, design, args.workers)
+    else:
+        code = 0
+    tables(out, args.results)
+    print(open(os.path.join(args.results, "simulator_designs.md")).read(), end="")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
