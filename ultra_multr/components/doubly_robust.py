@@ -247,7 +247,8 @@ class DoublyRobust:
         observed, randomized = self.pseudo_clicks(batch)
         return self.loss.weights(batch.labels, observed, randomized, ipw, batch.mask)
 
-    def ranking_loss(self, batch: Batch, scores: torch.Tensor, ipw: torch.Tensor) -> Tuple[torch.Tensor, Dict[str, float]]:
+    def ranking_loss(self, batch: Batch, scores: torch.Tensor, ipw: torch.Tensor
+                     ) -> Tuple[torch.Tensor, Dict[str, float]]:
         """Eq. dr_loss of a batch: its clicks, the scores [B, N] of the observed list and the host's inverse
         propensity weights ``ipw`` [B, N]; with named parts."""
         observed, randomized = self.pseudo_clicks(batch)

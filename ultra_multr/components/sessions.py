@@ -23,7 +23,9 @@ import ultra
 
 from ultra_multr.batch import Batch, batch_from_input_feed
 from ultra_multr.click_models import ClickModel
-from ultra_multr.feeds.arrays import QueryArrays, click_model_fingerprint, data_fingerprint, query_arrays, session_subset
+from ultra_multr.feeds.arrays import (
+    QueryArrays, click_model_fingerprint, data_fingerprint, query_arrays, session_subset,
+)
 from ultra_multr.session_budget import SessionLedger
 
 

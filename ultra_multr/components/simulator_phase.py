@@ -225,7 +225,8 @@ class SimulatorPhase:
         fit: Dict = {}
         if settings.simulator_control == "true_click_model":
             simulator = self._true_click_model()
-            LOGGER.info("user simulator: simulator_control=true_click_model, the training feed's click model (not trained)")
+            LOGGER.info("user simulator: simulator_control=true_click_model, the training feed's click model "
+                        "(not trained)")
             steps = 0
         elif steps > 0 and path and os.path.exists(path):
             loaded, metadata = load_simulator(path, self.clicks.device)
@@ -277,7 +278,8 @@ class SimulatorPhase:
             raise ValueError(
                 "simulator_control=true_click_model needs a train_input_feed that simulates clicks with a "
                 "label-based click model (ultra_multr.feeds.ClickSimulationFeed or ClickLogFeed with a PBM, "
-                "cascade, UBM or DCM click_model_json), got %s with %s" % (self.clicks.feed_class, self.clicks.feed_hparams)
+                "cascade, UBM or DCM click_model_json), got %s with %s"
+                % (self.clicks.feed_class, self.clicks.feed_hparams)
             )
         list_size = self.clicks.host.rank_list_size
         arrays = self.clicks.query_arrays(list_size)

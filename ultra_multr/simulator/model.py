@@ -81,7 +81,8 @@ class SimulatorConfig:
         require(self.design in DESIGNS, "design must be one of %s, got %r" % (DESIGNS, self.design))
         require(0.0 <= self.dropout < 1.0, "dropout must be in [0, 1), got %r" % self.dropout)
         require(self.actions in (2, 3), "actions must be 2 or 3, got %r" % self.actions)
-        require(0.0 <= self.position_dropout <= 1.0, "position_dropout must be in [0, 1], got %r" % self.position_dropout)
+        require(0.0 <= self.position_dropout <= 1.0,
+                "position_dropout must be in [0, 1], got %r" % self.position_dropout)
         require(self.feature_size > 0, "feature_size must be > 0, got %d" % self.feature_size)
         require(self.list_size > 0, "list_size must be > 0, got %d" % self.list_size)
         require(self.hidden_size > 0, "hidden_size must be > 0, got %d" % self.hidden_size)
