@@ -61,14 +61,6 @@ LEARNING_RATE = 0.05
 #: The designs: overrides of MULTR's defaults (each a setting of the one trainer).
 DESIGNS: Dict[str, Dict[str, object]] = {
     "default": {},
-    # (a) the authors' released simulator (rowedenny/MULTR): a bidirectional GRU encoder and a GRU decoder on an
-    # input MLP [512, 256, 64], position embedding of the hidden size, dropout 0.4 on the decoder's output, two
-    # action embeddings, teacher forcing 0.5 decided per batch, Adam 1e-3 with weight decay 1e-5 (an L2 term of
-    # 5e-6), 10,050 steps without early stopping
-    "authors": {"simulator_cell": "gru", "simulator_input_mlp": [512, 256, 64], "simulator_position_size": 64,
-                "simulator_dropout": 0.4, "simulator_actions": 2, "teacher_forcing_ratio": 0.5,
-                "teacher_forcing_unit": "batch", "simulator_learning_rate": 0.001, "simulator_l2": 5e-6,
-                "simulator_steps": 10050, "simulator_patience": 0},
     # (b) factorised: relevance of the document's own features times examination by position and last click
     "factorised": {"simulator_design": "factorised"},
     # (c) dropout on the position input (Zhang et al., KDD 2023)
@@ -78,6 +70,14 @@ DESIGNS: Dict[str, Dict[str, object]] = {
     "factorised_heldout_queries": {"simulator_design": "factorised", "simulator_heldout_unit": "queries"},
     # the upper bound: the click model behind the clicks stands in for the simulator
     "true_click_model": {"simulator_control": "true_click_model"},
+    # (a) the authors' released simulator (rowedenny/MULTR): a bidirectional GRU encoder and a GRU decoder on an
+    # input MLP [512, 256, 64], position embedding of the hidden size, dropout 0.4 on the decoder's output, two
+    # action embeddings, teacher forcing 0.5 decided per batch, Adam 1e-3 with weight decay 1e-5 (an L2 term of
+    # 5e-6), 10,050 steps without early stopping
+    "authors": {"simulator_cell": "gru", "simulator_input_mlp": [512, 256, 64], "simulator_position_size": 64,
+                "simulator_dropout": 0.4, "simulator_actions": 2, "teacher_forcing_ratio": 0.5,
+                "teacher_forcing_unit": "batch", "simulator_learning_rate": 0.001, "simulator_l2": 5e-6,
+                "simulator_steps": 10050, "simulator_patience": 0},
 }
 CONTROL = "true_click_model"
 #: The screening's rule: among designs whose simulator trains in at most this many times the default's time.
