@@ -44,7 +44,7 @@ def refusal_of_main_py(ultra_main, monkeypatch, capsys, args):
 
 @pytest.mark.parametrize("argument, message", [
     (["--batch_size", "0"], "--batch_size 0: expected 1 or more; below that ULTRA's main.py fails or misreads: its "
-                            "training feed draws no list, and its first batch fails (IndexError at 0)"),
+                            "feeds draw no list, and its first batch fails (IndexError at 0 in a training"),
     (["--steps_per_checkpoint", "0"], "--steps_per_checkpoint 0: expected 1 or more; below that ULTRA's main.py fails "
                                       "or misreads: it divides by it at every step (ZeroDivisionError at 0"),
     (["--max_list_cutoff", "-2"], "--max_list_cutoff -2: expected 0 or more"),

@@ -60,13 +60,15 @@ def main_py_local(name: str) -> Any:
     return None
 
 
-#: main.py's integer options that break it below a minimum: (option, minimum, what main.py does below it).
+#: main.py's integer options that break it below a minimum: (option, minimum, whether only a training reads it,
+#: what main.py does below it).
 _MAIN_INT_MINIMUMS = (
-    ("batch_size", 1, "its training feed draws no list, and its first batch fails (IndexError at 0)"),
-    ("steps_per_checkpoint", 1, "it divides by it at every step (ZeroDivisionError at 0; a negative one turns the "
-                                "printed loss and step time negative)"),
-    ("max_list_cutoff", 0, "ULTRA's reader cuts every list to list[:cutoff], so a negative cutoff drops the last "
-                           "documents of every list"),
+    ("batch_size", 1, False, "its feeds draw no list, and its first batch fails (IndexError at 0 in a training, an "
+                             "empty batch under --test_only)"),
+    ("steps_per_checkpoint", 1, True, "it divides by it at every step (ZeroDivisionError at 0; a negative one turns "
+                                      "the printed loss and step time negative)"),
+    ("max_list_cutoff", 0, False, "ULTRA's reader cuts every list to list[:cutoff], so a negative cutoff drops the "
+                                  "last documents of every list"),
 )
 
 
@@ -107,9 +109,9 @@ def check_main_flags(argv: Sequence[str] = None, args: Optional[argparse.Namespa
             "and at its first checkpoint it iterates test_summary.items without calling it (TypeError). Leave the "
             "flag out, and test the trained ranker with main.py --test_only True"
         )
-    for option, minimum, below in _MAIN_INT_MINIMUMS:
+    for option, minimum, training_only, below in _MAIN_INT_MINIMUMS:
         value = getattr(args, option, minimum)
-        if value < minimum:
+        if value < minimum and not (training_only and args.test_only):
             raise ValueError("--%s %d: expected %d or more; below that ULTRA's main.py fails or misreads: %s"
                              % (option, value, minimum, below))
 
