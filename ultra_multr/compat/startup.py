@@ -261,7 +261,8 @@ def _thread_excepthook_with_explanation(previous):
                 event_file = _tensorboard_event_file([tb.tb_frame for tb in _tracebacks(args.exc_traceback)])
                 if event_file is not None:
                     line = ("ultra_multr: TensorBoard could not write its event file %s: %s; its writer stopped, and "
-                            "its next write or flush raises this error\n" % (event_file, _write_error_cause(error, event_file)))
+                            "its next write or flush raises this error\n"
+                            % (event_file, _write_error_cause(error, event_file)))
             except Exception:  # an explanation must never hide the original error
                 line = None
         if line is None:

@@ -38,8 +38,8 @@ are, so two blocks, e.g. two files concatenated whose qids collide, silently
 become one query), and with main.py's ``--max_list_cutoff`` N
 (``list_cutoff``) no query has more than N lines: ULTRA's libsvm reader
 skips the features of the lines past the cutoff but keeps counting lines, so
-every later document would be read with another line's features.  In ULTRA's own layout the split main.py ``--test_only``
-ranks (``ranklist_split``) gives each qid one ``.init_list`` line: ULTRA
+every later document would be read with another line's features.  In
+ULTRA's own layout the split main.py ``--test_only`` ranks (``ranklist_split``) gives each qid one ``.init_list`` line: ULTRA
 keys the ``test.ranklist`` it writes by qid, so a qid on two lines would be
 written twice with the second line's ranking and the first's lost.  Other
 splits may repeat a qid: a click log has one line per logged session (the

@@ -95,8 +95,8 @@ def preflight_problems(runs: Sequence[RunSpec]) -> List[str]:
     """What would make the pending ``runs`` fail: a data directory that is missing, holds no ``settings.json`` or
     lacks a split a run reads (main.py's train and valid, the config's ``eval_split``), a settings dict main.py
     would refuse (:func:`~ultra_multr.compat.settings_check.check_settings_hparams`: a class path, metric,
-    objective or hyper-parameter), an interpreter that does not exist, ULTRA's main.py not found; one line each, the config's entry
-    named."""
+    objective or hyper-parameter), an interpreter that does not exist, ULTRA's main.py not found; one line each,
+    the config's entry named."""
     problems: List[str] = []
     for data_dir, eval_split in sorted({(run.data_dir, run.eval_split) for run in runs}):
         if not os.path.isdir(data_dir):
