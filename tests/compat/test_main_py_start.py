@@ -50,7 +50,8 @@ def refusal_of_main_py(ultra_main, monkeypatch, capsys, args):
     (["--max_list_cutoff", "-2"], "--max_list_cutoff -2: expected 0 or more"),
     (["--test_while_train", "True"], "--test_while_train: ULTRA's main.py cannot test while it trains: it reads the "
                                      "test split with --max_list_cutoff in the place of --click_model_dir"),
-], ids=["batch_size", "steps_per_checkpoint", "max_list_cutoff", "test_while_train"])
+    (["--valid_data_prefix", "vaild"], "split 'vaild': neither "),  # before: after the training split's whole read
+], ids=["batch_size", "steps_per_checkpoint", "max_list_cutoff", "test_while_train", "valid_data_prefix"])
 def test_main_py_arguments_it_fails_on_are_refused_by_name_before_it_reads(
         ultra_main, synthetic_data_dir, tmp_path, monkeypatch, capsys, argument, message):
     """Before: IndexError, ZeroDivisionError (after the first step), IndexError in ULTRA's reader; a negative cutoff

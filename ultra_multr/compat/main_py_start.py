@@ -20,9 +20,10 @@ from typing import Any, Callable
 
 import torch
 
-from ultra_multr.compat.early_checks import is_ultra_main_py
+from ultra_multr.compat.early_checks import is_ultra_main_py, splits_main_py_reads
 from ultra_multr.compat.runtime import check_main_flags, main_args
 from ultra_multr.compat.settings_check import check_settings_file
+from ultra_multr.data.checks import split_files
 from ultra_multr.files import atomic_write_bytes, read_json
 
 #: Whether :func:`check_main_py_start` has run in this process.
@@ -33,10 +34,13 @@ def check_main_py_start() -> None:
     """Under main.py, once per process, before main.py's first read of the data; elsewhere nothing.
 
     Refuses the arguments main.py would fail on or misread
-    (:func:`~ultra_multr.compat.runtime.check_main_flags`) and a settings file
+    (:func:`~ultra_multr.compat.runtime.check_main_flags`), a settings file
     with a missing key, or a class path, metric, objective or hyper-parameter
     name main.py or the algorithm would fail on or ignore later
-    (:func:`~ultra_multr.compat.settings_check.check_settings_file`), each
+    (:func:`~ultra_multr.compat.settings_check.check_settings_file`), and a
+    split main.py would read whose files are not there (a misspelt
+    ``--valid_data_prefix``: ULTRA's reader reads nothing and fails after the
+    training split's read; :func:`~ultra_multr.data.checks.split_files`), each
     named, before anything is read; then makes main.py's ranker checkpoints
     atomic (:func:`save_checkpoints_atomically`).
     """
@@ -47,6 +51,8 @@ def check_main_py_start() -> None:
     _STARTED = True
     check_main_flags(args=args)
     check_settings_file(read_json(args.setting_file), args.setting_file)
+    for split in splits_main_py_reads(args):
+        split_files(args.data_dir, split, args.click_model_dir)
     save_checkpoints_atomically()
 
 
