@@ -291,7 +291,8 @@ def test_a_full_disk_at_the_first_write_of_a_training_names_the_event_files_dire
     assert run.returncode != 0
     assert re.search(r"ultra_multr: TensorBoard could not write its event file %s/train_log/events\.out\.tfevents\.\S+: "
                      r"No space left on device \(the disk is full: \d+ bytes free on its file system when the write "
-                     r"failed\); its writer stopped, and its next write or flush raises this error\n"
+                     r"failed\); its writer thread stopped at this error, which main\.py's next write, flush or close through it "
+                     r"raises\n"
                      % re.escape(model_dir), run.stderr), run.stderr[-3000:]
     assert run.stderr.count(os.path.join(model_dir, "train_log")) == 1  # named once
     assert run.stderr.count("Traceback (most recent call last)") == 1 and "Exception in thread" not in run.stderr

@@ -28,7 +28,8 @@ names the culprit (only when ``__main__`` is main.py, i.e. has its parsed
   space, or the file-size limit).  TensorBoard writes in a thread, which
   stores the error for the writer's next call in main.py's thread and dies:
   a second hook, on ``threading.excepthook``, prints that thread's error as
-  one line naming the file instead of a second traceback.
+  the same line instead of a second traceback; whichever hook runs first
+  says it, the other nothing.
 
 main.py's own ``torch.save`` of the ranker checkpoint is made atomic at its
 start (:func:`ultra_multr.compat.main_py_start.save_checkpoints_atomically`): its
@@ -175,11 +176,8 @@ def explain_main_py_failure(error: BaseException) -> Optional[str]:
             return "data check: %s" % found
         return None
     event_file = _tensorboard_event_file(frames)
-    if event_file is not None and isinstance(error, OSError):
-        if getattr(error, "ultra_multr_explained", False):  # its writer thread's line named it already
-            return None
-        return "main.py could not write TensorBoard's event file in %s: %s" % (
-            os.path.dirname(event_file), _write_error_cause(error, event_file))
+    if event_file is not None and isinstance(error, OSError):  # said once, here or by the writer thread's hook
+        return _event_file_explanation(error, event_file) if _first_to_explain(error) else None
     # main.py's main() calls json.load(open(args.setting_file)) itself: its frame, then json's.
     for caller, callee in zip(frames, frames[1:]):
         if (
@@ -216,6 +214,25 @@ def _tensorboard_event_file(frames: List[types.FrameType]) -> Optional[str]:
         if isinstance(name, (str, bytes)):  # TensorBoard's file layer holds it as bytes
             return os.fsdecode(name)
     return None
+
+
+#: Taken to claim the one explanation of an error both TensorBoard's writer thread and main.py's raise.
+_EXPLAINING = threading.Lock()
+
+
+def _first_to_explain(error: BaseException) -> bool:
+    """Whether this hook is the first to explain ``error`` (then it is marked): TensorBoard's writer thread dies of
+    an error which main.py's thread raises again, and either hook may run first."""
+    with _EXPLAINING:
+        first = not getattr(error, "ultra_multr_explained", False)
+        error.ultra_multr_explained = True  # type: ignore[attr-defined]
+    return first
+
+
+def _event_file_explanation(error: OSError, event_file: str) -> str:
+    return ("TensorBoard could not write its event file %s: %s; its writer thread stopped at this error, which "
+            "main.py's next write, flush or close through it raises"
+            % (event_file, _write_error_cause(error, event_file)))
 
 
 def _write_error_cause(error: OSError, path: str) -> str:
@@ -260,16 +277,13 @@ def _thread_excepthook_with_explanation(previous):
             try:
                 event_file = _tensorboard_event_file([tb.tb_frame for tb in _tracebacks(args.exc_traceback)])
                 if event_file is not None:
-                    line = ("ultra_multr: TensorBoard could not write its event file %s: %s; its writer stopped, and "
-                            "its next write or flush raises this error\n"
-                            % (event_file, _write_error_cause(error, event_file)))
+                    line = _event_file_explanation(error, event_file)
             except Exception:  # an explanation must never hide the original error
                 line = None
         if line is None:
             previous(args)
-            return
-        error.ultra_multr_explained = True  # main.py's thread raises it again: its explanation is this line
-        sys.stderr.write(line)
+        elif _first_to_explain(error):  # else main.py's thread said it already
+            sys.stderr.write("ultra_multr: %s\n" % line)
 
     hook.ultra_multr_hook = True  # type: ignore[attr-defined]
     return hook
