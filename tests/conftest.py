@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import runpy
 import subprocess
 import sys
 import tempfile
@@ -146,6 +147,21 @@ def write_toy_study(directory) -> dict:
                      "ranking_model_hparams": {"hidden_layer_sizes": [8]}},
         "main_args": {"batch_size": 8, "max_train_iteration": 4, "steps_per_checkpoint": 2},
     }
+
+
+def main_py_in_process(main_py: str, args: List[str], monkeypatch) -> BaseException:
+    """What ULTRA's main.py, run with ``args`` in this process as the runner's seeded_main runs it (runpy, as
+    ``__main__``), raised (fails if it raised nothing): for refusals that come before any training, without the
+    cost of a process."""
+    from ultra_multr.compat import main_py_start  # needs ULTRA: imported only by the tests that ask
+
+    monkeypatch.setattr(sys, "argv", [main_py] + list(args))
+    monkeypatch.setattr(sys, "path", [os.path.dirname(main_py)] + sys.path)
+    monkeypatch.setattr(main_py_start, "_STARTED", False)  # once per process: each run here is a new main.py
+    monkeypatch.setattr(torch, "save", torch.save)  # the atomic save main.py's start installs stays with the test
+    with pytest.raises(Exception) as raised:
+        runpy.run_path(main_py, run_name="__main__")
+    return raised.value
 
 
 def run_ultra_main(

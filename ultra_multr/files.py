@@ -2,7 +2,7 @@
 
 * Atomic writes: every file goes to a temporary name in its folder and is
   renamed into place, so an interrupted run never leaves a half-written file;
-  a full disk is reported naming the file (:class:`DiskFullError`).
+  a full disk, or the process's file-size limit, is reported naming the file (:class:`DiskFullError`).
 * :class:`DirLock`: a lock file that gives one process a folder (the runner's
   output folder, main.py's model dir).  The file (created exclusively) holds
   ``{"pid", "host", "started"}``.  A lock held by a live pid, or by a pid on
@@ -19,6 +19,7 @@ import errno
 import json
 import logging
 import os
+import resource
 import socket
 import tempfile
 import time
@@ -29,12 +30,33 @@ logger = logging.getLogger(__name__)
 
 
 class DiskFullError(OSError):
-    """A file could not be written for lack of space (ENOSPC / EDQUOT); the message names it."""
+    """A file could not be written for lack of room (ENOSPC / EDQUOT: the disk; EFBIG: the process's file-size
+    limit); the message names the file and the cause."""
+
+
+#: The errnos of a write that found no room: the disk or a quota is full, or the file-size limit is reached.
+NO_ROOM_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 def _free_bytes(directory: str) -> int:
     stat = os.statvfs(directory)
     return stat.f_bavail * stat.f_frsize
+
+
+def no_room_cause(error_number: int, directory: str) -> str:
+    """Why a write into ``directory`` failed with ``error_number`` (one of :data:`NO_ROOM_ERRNOS`), in words.
+
+    ENOSPC / EDQUOT: the free space of the file system (read now, before a partial file goes); EFBIG: the
+    process's file-size limit (``RLIMIT_FSIZE``, ``ulimit -f``), which a write past it meets on any disk.
+    """
+    if error_number == errno.EFBIG:
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        return "a file may not grow past this process's file-size limit (RLIMIT_FSIZE, ulimit -f): %s" % (
+            "unlimited now" if limit == resource.RLIM_INFINITY else "%d bytes" % limit)
+    try:
+        return "the disk is full: %d bytes free on its file system when the write failed" % _free_bytes(directory)
+    except OSError:
+        return "the disk is full"
 
 
 def atomic_write_file(path: str, write: Callable[[str], None]) -> None:
@@ -45,9 +67,10 @@ def atomic_write_file(path: str, write: Callable[[str], None]) -> None:
     removed and ``path`` is left as it was.
 
     Raises:
-        DiskFullError: ``write`` failed with ENOSPC or EDQUOT (a bare
-            "[Errno 28] No space left on device" names no file); the message
-            names ``path`` and the free space left.  Writers that do not
+        DiskFullError: ``write`` failed with ENOSPC, EDQUOT or EFBIG (a bare
+            "[Errno 28] No space left on device" or "[Errno 27] File too large"
+            names no file); the message names ``path`` and the cause
+            (:func:`no_room_cause`).  Writers that do not
             report errno (torch.save's C++ writer says "basic_ios::clear:
             iostream error" or "unexpected pos") should write bytes made in
             memory instead (:func:`atomic_write_bytes`).
@@ -69,17 +92,12 @@ def _temporary_path(path: str) -> Iterator[str]:
         yield tmp_path
         os.replace(tmp_path, path)
     except BaseException as error:
-        full = isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
-        free = _free_bytes(directory) if full else None  # before the partial file goes
+        full = isinstance(error, OSError) and error.errno in NO_ROOM_ERRNOS
+        cause = no_room_cause(error.errno, directory) if full else None  # before the partial file goes
         if os.path.exists(tmp_path):
             os.remove(tmp_path)
         if full:
-            raise DiskFullError(
-                error.errno,
-                "%s (the disk is full: %d bytes free on its file system when the write failed)"
-                % (os.strerror(error.errno), free),
-                path,
-            ) from error
+            raise DiskFullError(error.errno, "%s (%s)" % (os.strerror(error.errno), cause), path) from error
         raise
 
 

@@ -63,6 +63,8 @@ def test_which_starts_check_early(main_py, tmp_path, monkeypatch, early_checks):
     assert command("--data_dir", "data", script=str(tmp_path / "main.py")) is None  # no ultra package beside it
     assert command("--data_dir", "nowhere") is None
     assert command("--data_dir", "data", "--click_model_dir", "cm")[-2:] == ["--click_model_dir", "cm"]  # ULTRE
+    assert command("--data_dir", "data", "--max_list_cutoff", "5")[-2:] == ["--max_list_cutoff", "5"]  # libsvm
+    assert command("--data_dir", "data", "--max_list_cutoff", "x") is None  # main.py's argparse refuses it
     assert command("--data_dir", "data", "--setting_file", "ultras.json") is None  # ULTRA's own algorithm
     assert command("--data_dir", "data", "--setting_file", "missing.json") is None
     monkeypatch.setenv(hook.EARLY_CHECKS_ENV, "0")

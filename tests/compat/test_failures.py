@@ -154,6 +154,15 @@ def test_finished_training_then_test_only_with_bad_output_dir_and_bad_checkpoint
     assert ("is the checkpoint of a finished training of 4 steps, but it holds a file other than the one recorded at "
             "step %d (a ranker saved later, or a file replaced since), and --test_only scores that ranker"
             % record["checkpoint_step"]) in replaced.stderr
+    # under the file-size limit, the ranklist of the 12 test queries (~9 kB) named, nothing left (before: "OSError:
+    # [Errno 27] File too large" and no path)
+    limited = run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--test_only", "True",
+                                                   output_dir=str(tmp_path / "limited") + "/"),
+                             cwd=cwd, check=False, wrapper=file_size_limit(4096))
+    assert limited.returncode != 0
+    assert ("DiskFullError: [Errno 27] File too large (a file may not grow past this process's file-size limit "
+            "(RLIMIT_FSIZE, ulimit -f): 4096 bytes): '%s/limited/test.ranklist'" % tmp_path) in limited.stderr
+    assert os.listdir(str(tmp_path / "limited")) == []
     with open(checkpoint, "wb") as handle:  # an empty file: test_model_dir.py
         handle.write(data[: len(data) // 2])
     bad = run_ultra_main(ultra_main, main_args(settings, model_dir, synthetic_data_dir, "--test_only", "True"),
@@ -206,25 +215,87 @@ def test_a_full_disk_names_the_simulator_checkpoint(ultra_main, synthetic_data_d
             "the write failed): '%s/ultra_multr.MULTR.simulator.ckpt" % tmpfs_dir) in run.stderr
 
 
+def file_size_limit(limit):
+    """A command prefix running the rest under the file-size limit (``RLIMIT_FSIZE``) of ``limit`` bytes: a write
+    past it fails with EFBIG (Python ignores SIGXFSZ) on any disk, where no namespace may be mounted."""
+    return [sys.executable, "-c", "import os, resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (%d, %d)); "
+            "os.execvp(sys.argv[1], sys.argv[1:])" % (limit, limit)]
+
+
+def no_checkpoint_left(model_dir):
+    """Neither a (partial) ranker checkpoint nor a temporary file of one in ``model_dir``."""
+    return not [name for name in os.listdir(model_dir) if name.endswith(".ckpt") or name.startswith(".tmp-")]
+
+
 @pytest.mark.slow
 def test_a_full_disk_names_main_pys_ranker_checkpoint(ultra_main, synthetic_data_dir, tmp_path, tmpfs_dir):
+    """Before: torch's writer said RuntimeError "unexpected pos", naming neither file nor cause, and left a partial
+    checkpoint at the checkpoint's path."""
     settings = write_settings(tmp_path, ranker="hidden_layer_sizes=[1024]")  # a ranker of ~90 kB on a 64 kB disk
+    listing = ["sh", "-c", '"$@"; status=$?; echo LISTING: >&2; ls -A "%s" >&2; exit $status' % tmpfs_dir, "sh"]
     run = run_ultra_main(ultra_main, main_args(settings, tmpfs_dir, synthetic_data_dir, "--max_train_iteration",
                                                "2", "--steps_per_checkpoint", "2"),
-                         cwd=str(tmp_path), check=False, wrapper=small_disk(tmpfs_dir, "64k"))
-    assert run.returncode != 0 and "RuntimeError" in run.stderr  # torch.save's own words name neither file nor cause
-    assert ("ultra_multr: main.py could not save the ranker checkpoint %s/ultra_multr.DLA.ckpt: the disk is full (No "
-            "space left on device: 0 bytes free on its file system)" % tmpfs_dir) in run.stderr
-    # the same through the runner's entry point (runpy: main.py's frame names the checkpoint)
+                         cwd=str(tmp_path), check=False, wrapper=small_disk(tmpfs_dir, "64k") + listing)
+    assert run.returncode != 0
+    assert ("DiskFullError: [Errno 28] No space left on device (the disk is full: 0 bytes free on its file system when "
+            "the write failed): '%s/ultra_multr.DLA.ckpt'" % tmpfs_dir) in run.stderr, run.stderr[-3000:]
+    assert "ultra_multr.DLA.ckpt\n" not in run.stderr.split("LISTING:")[-1] and ".tmp-" not in run.stderr.split(
+        "LISTING:")[-1]  # written under a temporary name, removed: no partial checkpoint
+
+
+@pytest.mark.slow
+def test_the_file_size_limit_at_main_pys_checkpoint_is_named_through_the_runners_entry_point(
+        ultra_main, synthetic_data_dir, tmp_path):
+    """Before: torch's writer failed naming neither file nor cause, and left a partial checkpoint; the runner's
+    seeded_main runs main.py with runpy."""
+    settings = write_settings(tmp_path, ranker="hidden_layer_sizes=[1024]")  # a ranker of ~90 kB
+    model_dir = str(tmp_path / "model")
     seeded = subprocess.run(
-        small_disk(tmpfs_dir, "64k") + [sys.executable, "-m", "ultra_multr.experiments.runner.seeded_main", "--seed", "0",
-                                        ultra_main]
-        + main_args(settings, tmpfs_dir, synthetic_data_dir, "--max_train_iteration", "2", "--steps_per_checkpoint", "2"),
+        file_size_limit(64 << 10) + [sys.executable, "-m", "ultra_multr.experiments.runner.seeded_main", "--seed", "0",
+                                     ultra_main]
+        + main_args(settings, model_dir, synthetic_data_dir, "--max_train_iteration", "2", "--steps_per_checkpoint", "2"),
         cwd=str(tmp_path), capture_output=True, text=True, timeout=240,
     )
     assert seeded.returncode != 0
-    assert ("ultra_multr: main.py could not save the ranker checkpoint %s/ultra_multr.DLA.ckpt: the disk is full"
-            % tmpfs_dir) in seeded.stderr
+    assert ("DiskFullError: [Errno 27] File too large (a file may not grow past this process's file-size limit "
+            "(RLIMIT_FSIZE, ulimit -f): 65536 bytes): '%s/ultra_multr.DLA.ckpt'" % model_dir) in seeded.stderr, \
+        seeded.stderr[-3000:]
+    assert no_checkpoint_left(model_dir)
+
+
+# main.py run as the runner runs it (runpy), on a disk that is full when TensorBoard writes its first event file: an
+# injected ENOSPC in TensorBoard's file layer (our small files before it, the lock and the identity, fit).
+_TENSORBOARD_ON_A_FULL_DISK = r"""
+import errno, os, runpy, sys
+from tensorboard.compat.tensorflow_stub.io import gfile
+
+def write_on_a_full_disk(self, filename, file_content, mode):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+gfile.LocalFileSystem._write = write_on_a_full_disk
+sys.argv = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(sys.argv[0]))
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+@pytest.mark.slow
+def test_a_full_disk_at_the_first_write_of_a_training_names_the_event_files_directory_once(
+        ultra_main, synthetic_data_dir, tmp_path):
+    """Before: TensorBoard's "OSError: [Errno 28] No space left on device" naming no file, its traceback printed
+    twice (its writer thread's, then main.py's)."""
+    model_dir = str(tmp_path / "model")
+    run = subprocess.run([sys.executable, "-c", _TENSORBOARD_ON_A_FULL_DISK, ultra_main]
+                         + main_args(write_settings(tmp_path), model_dir, synthetic_data_dir),
+                         cwd=str(tmp_path), capture_output=True, text=True, timeout=240)
+    assert run.returncode != 0
+    assert re.search(r"ultra_multr: TensorBoard could not write its event file %s/train_log/events\.out\.tfevents\.\S+: "
+                     r"No space left on device \(the disk is full: \d+ bytes free on its file system when the write "
+                     r"failed\); its writer thread stopped at this error, which main\.py's next write, flush or close through it "
+                     r"raises\n"
+                     % re.escape(model_dir), run.stderr), run.stderr[-3000:]
+    assert run.stderr.count(os.path.join(model_dir, "train_log")) == 1  # named once
+    assert run.stderr.count("Traceback (most recent call last)") == 1 and "Exception in thread" not in run.stderr
 
 
 @pytest.mark.slow

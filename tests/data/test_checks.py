@@ -5,6 +5,7 @@ import os
 import re
 
 import pytest
+from conftest import REPO_ROOT, main_py_in_process, require_ultra
 
 from ultra_multr.data.checks import DataCheckError, check_data_dir, main
 from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset
@@ -223,6 +224,32 @@ def test_a_libsvm_qid_in_two_separate_blocks_is_refused_naming_both(libsvm_dir):
         check_data_dir(libsvm_dir)
 
 
+def test_a_libsvm_query_longer_than_max_list_cutoff_is_refused_by_main_py_and_the_cli(
+        libsvm_dir, ultra_main, tmp_path, monkeypatch):
+    """Before: ULTRA's libsvm reader skips the features of a query's lines past --max_list_cutoff but keeps
+    numbering documents by line, so the later documents pointed at other lines' features; the checks passed it,
+    training exited 0 (or failed with an IndexError), --test_only failed with an IndexError."""
+    require_ultra()
+    path = path_of(libsvm_dir, "train", ".txt")
+    with open(path) as handle:
+        first_qid = [line.split(" ")[1] for line in handle.read().splitlines()][:6]
+    assert len(set(first_qid)) == 1  # the first query has 6 lines or more
+    refusal = (r"%s:6: query train0 has more lines than --max_list_cutoff 5; ULTRA's libsvm reader skips the features "
+               r"of the lines past the cutoff but keeps numbering documents by line, so every later document of the "
+               r"split would be read with another line's features" % re.escape(path))
+    assert main([libsvm_dir, "--max_list_cutoff", "5"]) == 1 and main([libsvm_dir]) == 0
+    with pytest.raises(DataCheckError, match=refusal):
+        check_data_dir(libsvm_dir, list_cutoff=5)
+    settings = tmp_path / "settings.json"
+    with open(os.path.join(REPO_ROOT, "settings", "dla_cascade.json")) as handle:
+        settings.write_text(handle.read().replace("[512,256,128]", "[8]").replace(
+            "click_models/", os.path.join(REPO_ROOT, "settings", "click_models", "")))
+    refused = main_py_in_process(ultra_main, ["--setting_file", str(settings), "--data_dir", libsvm_dir,
+                                              "--model_dir", str(tmp_path / "model"), "--max_list_cutoff", "5",
+                                              "--selection_bias_cutoff", "5"], monkeypatch)
+    assert isinstance(refused, DataCheckError) and re.match(refusal, str(refused)), refused
+
+
 @pytest.mark.parametrize(
     "line, edit, message",
     [
@@ -317,7 +344,8 @@ def test_a_qid_on_two_init_list_lines_of_the_ranked_split_is_refused_naming_both
                        r"output test\.ranklist by qid, so it would write the ranking of line 3 twice and lose the one "
                        r"of line 1" % (re.escape(init_list), re.escape(init_list))):
         check_data_dir(data_dir, ranklist_split="test")
-    assert main([data_dir, "--ranklist_split", "test"]) == 1
+    # the command line checks what main.py checks: the test split as main.py --test_only ranks it (it passed this)
+    assert main([data_dir]) == 1 and main([data_dir, "--ranklist_split", ""]) == 0
 
 
 def test_a_split_that_passed_under_older_rules_is_checked_again(data_dir, monkeypatch):

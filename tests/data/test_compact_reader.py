@@ -8,6 +8,7 @@ its ranking path build the same batches and scores from either.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import re
@@ -221,6 +222,33 @@ def test_the_feature_cache_maps_the_parse_and_never_serves_a_changed_file(tmp_pa
     read_both(data_dir, "train")
     read_both(data_dir, "train")
     assert not os.path.exists(feature_cache.cache_dir())
+
+
+def test_a_feature_cache_entry_whose_matrix_changed_is_parsed_again_with_a_warning(tmp_path, monkeypatch, capsys,
+                                                                                 caplog):
+    """Before: bytes of the cached matrix flipped (size and name kept) were mapped and used: --test_only scored the
+    ranker on other features (nDCG@10 0.771 for 0.805), no warning.  Now each entry carries its matrix's SHA-256."""
+    monkeypatch.setenv("ULTRA_MULTR_CACHE", str(tmp_path / "cache"))
+    data_dir = write_synthetic_ultra_dataset(str(tmp_path / "data"), {"test": 12}, n_features=10)
+    first = compact_reader.read_data(data_dir, "test", None)  # parsed, and kept
+    (matrix,) = [os.path.join(feature_cache.cache_dir(), name) for name in os.listdir(feature_cache.cache_dir())
+                 if name.endswith(".npy")]
+    with open(matrix, "r+b") as handle:  # flip the bytes of the last rows, keeping the file's size
+        handle.seek(-400, os.SEEK_END)
+        flipped = bytes(byte ^ 0x55 for byte in handle.read())
+        handle.seek(-400, os.SEEK_END)
+        handle.write(flipped)
+    capsys.readouterr()
+    with caplog.at_level(logging.WARNING, logger="ultra_multr"):
+        again = compact_reader.read_data(data_dir, "test", None)
+    assert ("feature cache: %s, the parsed features of %s, is not the matrix that was stored (its SHA-256 differs: the "
+            "file was damaged or changed); parsing %s again" % (matrix, os.path.join(data_dir, "test", "test.feature"),
+                                                                os.path.join(data_dir, "test", "test.feature"))
+            ) in caplog.text
+    assert "parsed in" in capsys.readouterr().out and np.array_equal(again.features, first.features)
+    mapped = compact_reader.read_data(data_dir, "test", None)  # the entry rewritten: mapped again, the right numbers
+    assert "mapped from the feature cache" in capsys.readouterr().out
+    assert np.array_equal(mapped.features, first.features)
 
 
 def test_a_cache_that_cannot_be_written_is_skipped_with_a_line(tmp_path, monkeypatch, capsys):

@@ -354,6 +354,26 @@ def test_malformed_partition_fails_with_location_and_writes_no_fold(tmp_path, ca
     assert not out.exists() or os.listdir(out) == []
 
 
+def test_two_letor_files_concatenated_whose_qids_collide_are_refused_naming_both_blocks(tmp_path, split_files, capsys):
+    """Before: prepare merged each colliding qid's two blocks into one query (35 query blocks became 30 queries,
+    each with the other file's documents), no warning."""
+    _, paths = split_files
+    first = open(paths["train"]).read()
+    second = write_letor(tmp_path / "other.txt", toy_queries(7, ["t%d" % i for i in range(5)]))  # t0..t4 again
+    with open(paths["train"], "a") as handle:
+        handle.write(open(second).read())
+    lines = first.count("\n")
+    t0_lines = sum(1 for line in first.splitlines() if line.split(" ")[1] == "qid:t0")
+    out = tmp_path / "out"
+    assert run_splits(paths, out) == 2
+    error = capsys.readouterr().err
+    assert ("%s:1-%d and %s:%d: query t0 appears in two separate blocks of lines (lines 1-%d, then from line %d on); "
+            "ultra-multr-prepare would silently merge them into one query. Keep each query's lines together, and give "
+            "different queries different qids" % (paths["train"], t0_lines, paths["train"], lines + 1, t0_lines,
+                                                  lines + 1)) in error
+    assert not out.exists() or os.listdir(out) == []
+
+
 def test_failure_while_writing_keeps_the_previous_fold_and_no_temporary(tmp_path, monkeypatch):
     parts = write_partitions(tmp_path / "parts")
     out = tmp_path / "out"

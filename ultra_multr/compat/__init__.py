@@ -45,8 +45,21 @@ killed training; its ``torch.load`` of a truncated    and :func:`.model_dir.chec
 or empty checkpoint names no file
 ``--output_dir out`` writes ``outtest.ranklist``      :func:`.runtime.mend_output_dir`
 (``output_dir + "test.ranklist"``)
-``main.py``'s ``torch.save`` on a full disk says      :mod:`.startup`'s exception hook
-"unexpected pos" / "basic_ios::clear", no file
+``main.py``'s ``torch.save`` on a full disk says      :func:`.main_py_start.save_checkpoints_atomically`
+"unexpected pos" / "basic_ios::clear", no file, and    (serialised in memory, written under a temporary
+leaves a partial checkpoint                           name and renamed; the error names the file)
+TensorBoard's writer thread on a full disk: its       :mod:`.startup`'s thread and exception hooks
+traceback twice, no file                              (one line naming the event file)
+``main.py`` fails on ``--batch_size 0``,              :func:`.runtime.check_main_flags`, from
+``--steps_per_checkpoint 0`` and any                  :func:`.main_py_start.check_main_py_start`
+``--test_while_train`` (its test read passes          (before main.py's first read)
+``--max_list_cutoff`` as ``--click_model_dir``;
+``test_summary.items`` is not called)
+settings keys read late: a missing key, a misspelt    :func:`.settings_check.check_settings_file`, from
+class path, metric or ``objective_metric`` (which     :func:`.main_py_start.check_main_py_start`
+keeps the last checkpoint without a word)
+the libsvm reader with ``--max_list_cutoff`` skips    :mod:`ultra_multr.data.checks` (a query longer
+a cut line's features but numbers documents by line   than the cutoff is refused)
 ``main.py --test_only`` writes its ranklist line by    :func:`.runtime.write_ranklist_atomically`
 line: a full disk leaves a 0-byte or partial one      (written under a temporary name, renamed;
 and "[Errno 28]" with no path                         the error names the ranklist)
@@ -60,5 +73,5 @@ Yahoo's size) and parses one float at a time          :mod:`.startup` (``ULTRA_M
 ====================================================  =========================================
 
 :mod:`.startup` uses the standard library only; :mod:`.runtime` needs torch
-and ULTRA and is imported by the adapter classes.
+and ULTRA and is imported by the adapter classes; :mod:`.main_py_start` runs at main.py's first ``read_data``.
 """

@@ -17,7 +17,7 @@ import os
 import sys
 import time
 import types
-from typing import TYPE_CHECKING, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 if TYPE_CHECKING:
     import argparse
@@ -33,7 +33,12 @@ MAIN_PY_OPTIONS = {
     "data_dir": "./tests/data/", "train_data_prefix": "train", "valid_data_prefix": "valid",
     "test_data_prefix": "test", "click_model_dir": None,
     "setting_file": "./example/offline_setting/dla_exp_settings.json", "test_only": False, "test_while_train": False,
+    "max_list_cutoff": 0,
 }
+#: The command-line option of ``python -m ultra_multr.data.checks`` for each keyword of :func:`main_py_checks` but the
+#: data dir and the splits.
+CHECK_OPTIONS = {"click_model_dir": "--click_model_dir", "ranklist_split": "--ranklist_split",
+                 "list_cutoff": "--max_list_cutoff"}
 #: The early data checks this process started (None: none started, or already waited for).
 EARLY_CHECKS: Optional[subprocess.Popen[bytes]] = None
 
@@ -50,7 +55,8 @@ def parse_main_py_argv(argv: Sequence[str]) -> Optional[types.SimpleNamespace]:
     Reads ``--name value`` and ``--name=value`` under the full option names
     (an abbreviation argparse would accept is ignored here); the two boolean
     flags are on with any non-empty value, as with main.py's ``type=bool``.
-    None without ``--data_dir`` and with ``-h`` / ``--help``.
+    None without ``--data_dir``, with ``-h`` / ``--help``, and with an integer
+    option that is not an integer (main.py's argparse refuses it itself).
     """
     values = dict(MAIN_PY_OPTIONS)
     given = set()
@@ -63,7 +69,16 @@ def parse_main_py_argv(argv: Sequence[str]) -> Optional[types.SimpleNamespace]:
             continue
         if not equals:
             value = argv[i + 1] if i + 1 < len(argv) else ""
-        values[option] = bool(value) if isinstance(MAIN_PY_OPTIONS[option], bool) else value
+        default = MAIN_PY_OPTIONS[option]
+        if isinstance(default, bool):
+            values[option] = bool(value)
+        elif isinstance(default, int):
+            try:
+                values[option] = int(value)
+            except ValueError:
+                return None
+        else:
+            values[option] = value
         given.add(option)
     return types.SimpleNamespace(**values) if "data_dir" in given else None
 
@@ -78,6 +93,21 @@ def splits_main_py_reads(args: argparse.Namespace | types.SimpleNamespace) -> Li
     if args.test_only:
         return [args.test_data_prefix]
     return [args.train_data_prefix, args.valid_data_prefix] + ([args.test_data_prefix] if args.test_while_train else [])
+
+
+def main_py_checks(args: argparse.Namespace | types.SimpleNamespace) -> Dict[str, Any]:
+    """What the data checks check for ULTRA's main.py with these arguments: the keyword arguments of
+    :func:`ultra_multr.data.checks.check_data_dir` (our algorithm's checks, and the early ones, through the command
+    line :func:`early_checks_command` makes of them).
+
+    The splits main.py reads (:func:`splits_main_py_reads`), the layout its
+    ``--click_model_dir`` selects, under ``--test_only`` the split it writes a
+    ranklist of (``ranklist_split``: each qid on one line), and its
+    ``--max_list_cutoff`` (``list_cutoff``: a libsvm query longer than it is
+    refused).
+    """
+    return {"data_dir": args.data_dir, "splits": splits_main_py_reads(args), "click_model_dir": args.click_model_dir,
+            "ranklist_split": args.test_data_prefix if args.test_only else None, "list_cutoff": args.max_list_cutoff}
 
 
 def _runs_our_algorithm(setting_file: str) -> bool:
@@ -97,9 +127,8 @@ def early_checks_command(argv: Sequence[str]) -> Optional[List[str]]:
 
     None when no early checks are due: switched off (``ULTRA_MULTR_EARLY_CHECKS=0``),
     the script is not ULTRA's main.py, no ``--data_dir`` or not a directory,
-    ``--help``, or an algorithm that is not ours (nothing would wait for them).  main.py's
-    ``--click_model_dir`` (the ULTRE layout) is passed on, and under ``--test_only`` the split it ranks
-    (``--ranklist_split``), as our algorithm's checks will check them (the same cache entries).
+    ``--help``, or an algorithm that is not ours (nothing would wait for them).  It checks what
+    :func:`main_py_checks` says, as our algorithm's checks will check it (the same cache entries).
     """
     if os.environ.get(EARLY_CHECKS_ENV) == "0" or not argv or not is_ultra_main_py(argv[0]):
         return None
@@ -108,9 +137,12 @@ def early_checks_command(argv: Sequence[str]) -> Optional[List[str]]:
         return None
     if not _runs_our_algorithm(args.setting_file):
         return None
-    command = [sys.executable, "-m", "ultra_multr.data.checks", args.data_dir, "--splits"] + splits_main_py_reads(args)
-    command += [] if args.click_model_dir is None else ["--click_model_dir", args.click_model_dir]
-    return command + (["--ranklist_split", args.test_data_prefix] if args.test_only else [])
+    checks = main_py_checks(args)
+    command = [sys.executable, "-m", "ultra_multr.data.checks", checks["data_dir"], "--splits"] + checks["splits"]
+    for key, option in CHECK_OPTIONS.items():
+        if checks[key]:
+            command += [option, str(checks[key])]
+    return command
 
 
 def start_early_checks(argv: Sequence[str]) -> None:

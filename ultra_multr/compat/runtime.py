@@ -60,8 +60,32 @@ def main_py_local(name: str) -> Any:
     return None
 
 
-def check_main_flags(argv: Sequence[str] = None) -> None:
-    """Refuse ``--test_only False`` style flags, which main.py reads as True."""
+#: main.py's integer options that break it below a minimum: (option, minimum, whether only a training reads it,
+#: what main.py does below it).
+_MAIN_INT_MINIMUMS = (
+    ("batch_size", 1, False, "its feeds draw no list, and its first batch fails (IndexError at 0 in a training, an "
+                             "empty batch under --test_only)"),
+    ("steps_per_checkpoint", 1, True, "it divides by it at every step (ZeroDivisionError at 0; a negative one turns "
+                                      "the printed loss and step time negative)"),
+    ("max_list_cutoff", 0, False, "ULTRA's reader cuts every list to list[:cutoff], so a negative cutoff drops the "
+                                  "last documents of every list"),
+)
+
+
+def check_main_flags(argv: Sequence[str] = None, args: Optional[argparse.Namespace] = None) -> None:
+    """Refuse main.py's arguments it reads wrongly or fails on, naming the argument (outside main.py: only ``argv``).
+
+    * ``--test_only False`` style flags, which main.py reads as True (checked on ``argv``, default ``sys.argv``);
+    * ``--test_while_train`` switched on: main.py at 1757587 reads the test split with ``--max_list_cutoff`` in
+      the place of ``--click_model_dir`` (ULTRA's reader then takes the ULTRE layout and fails), and at the first
+      checkpoint iterates ``test_summary.items`` without calling it;
+    * the integer options of :data:`_MAIN_INT_MINIMUMS` below their minimum.
+
+    ``args``: main.py's parsed arguments (default: :func:`main_args`, None outside main.py).
+
+    Raises:
+        ValueError: naming the argument, its value and what main.py would do with it.
+    """
     argv = list(sys.argv if argv is None else argv)
     for i, token in enumerate(argv):
         name, _, value = token.partition("=")
@@ -75,6 +99,21 @@ def check_main_flags(argv: Sequence[str] = None) -> None:
                 "%r included, switches it ON. Leave the flag out to keep it off."
                 % (name, value, value)
             )
+    args = main_args() if args is None else args
+    if args is None:
+        return
+    if getattr(args, "test_while_train", False) and not args.test_only:
+        raise ValueError(
+            "--test_while_train: ULTRA's main.py cannot test while it trains: it reads the test split with "
+            "--max_list_cutoff in the place of --click_model_dir (so its reader takes the ULTRE layout and fails), "
+            "and at its first checkpoint it iterates test_summary.items without calling it (TypeError). Leave the "
+            "flag out, and test the trained ranker with main.py --test_only True"
+        )
+    for option, minimum, training_only, below in _MAIN_INT_MINIMUMS:
+        value = getattr(args, option, minimum)
+        if value < minimum and not (training_only and args.test_only):
+            raise ValueError("--%s %d: expected %d or more; below that ULTRA's main.py fails or misreads: %s"
+                             % (option, value, minimum, below))
 
 
 def mend_output_dir() -> None:

@@ -12,21 +12,28 @@ placeholder is removed as soon as ``ultra`` has finished importing, because
 tensorboard (which ``main.py`` uses) probes for TensorFlow and breaks if it
 finds an empty module.
 
-It also chains an exception hook that adds one line to the traceback of two
-failures of ULTRA's ``main.py`` that happen before any of our code runs, so
-that the line names the culprit (both only when ``__main__`` is main.py, i.e.
-has its parsed ``args``):
+It also chains an exception hook that adds one line to the traceback of
+failures of ULTRA's ``main.py`` that no code of ours sees, so that the line
+names the culprit (only when ``__main__`` is main.py, i.e. has its parsed
+``args``):
 
 - an exception raised while ULTRA reads a split (``Raw_data``): the hook runs
   :mod:`ultra_multr.data.checks` on that split, which names the file and line
   or says the split has no query ULTRA keeps ("No valid query has been found.");
 - a ``json.JSONDecodeError`` outside the reader: main.py's
   ``json.load(open(args.setting_file))``; the hook names the settings file;
-- an exception in the ``torch.save`` main.py calls on the ranker checkpoint
-  (on a full disk torch's C++ writer says "basic_ios::clear: iostream
-  error" or "unexpected pos", naming neither file nor cause): the hook names
-  the checkpoint and the free space of its file system ("the disk is full"
-  below 1 MiB).
+- an ``OSError`` of TensorBoard's event writer (main.py opens its writers
+  before the first step, so on a full disk this is often a training's first
+  write): the hook names the event file's directory and the cause (the free
+  space, or the file-size limit).  TensorBoard writes in a thread, which
+  stores the error for the writer's next call in main.py's thread and dies:
+  a second hook, on ``threading.excepthook``, prints that thread's error as
+  the same line instead of a second traceback; whichever hook runs first
+  says it, the other nothing.
+
+main.py's own ``torch.save`` of the ranker checkpoint is made atomic at its
+start (:func:`ultra_multr.compat.main_py_start.save_checkpoints_atomically`): its
+``DiskFullError`` names the checkpoint and the cause.
 
 When ULTRA has been imported, it makes ULTRA's ``read_data`` the compact
 reader (:mod:`ultra_multr.data.compact_reader`: each split's features as one
@@ -54,15 +61,16 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+import threading
 import time
 import types
-from typing import List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 from ultra_multr.compat.early_checks import is_ultra_main_py, start_early_checks
 
 PLACEHOLDER_ATTRIBUTE = "__ultra_multr_placeholder__"
-#: Free space below which a failed checkpoint write is reported as a full disk.
-DISK_FULL_BYTES = 1 << 20
+#: The module of TensorBoard's event writer (its writer thread and the frames that hold the event file's name).
+TENSORBOARD_WRITER = "tensorboard.summary.writer"
 #: When the interpreter started (this hook runs first): progress lines say how long start-up took.
 PROCESS_STARTED = time.time()
 
@@ -167,13 +175,9 @@ def explain_main_py_failure(error: BaseException) -> Optional[str]:
         except checks.DataCheckError as found:
             return "data check: %s" % found
         return None
-    for caller, callee in zip(frames, frames[1:]):  # main.py's train(): torch.save(..., checkpoint_path)
-        if (
-            caller.f_code.co_filename == main.__file__
-            and "checkpoint_path" in caller.f_locals
-            and callee.f_globals.get("__name__", "").startswith("torch")
-        ):
-            return _explain_failed_save(caller.f_locals["checkpoint_path"], error)
+    event_file = _tensorboard_event_file(frames)
+    if event_file is not None and isinstance(error, OSError):  # said once, here or by the writer thread's hook
+        return _event_file_explanation(error, event_file) if _first_to_explain(error) else None
     # main.py's main() calls json.load(open(args.setting_file)) itself: its frame, then json's.
     for caller, callee in zip(frames, frames[1:]):
         if (
@@ -200,19 +204,45 @@ def _main_py_namespace(frames: List[types.FrameType]) -> Optional[types.SimpleNa
     return None
 
 
-def _explain_failed_save(path: str, error: BaseException) -> str:
-    """Name the checkpoint main.py failed to write, and the free space of its file system."""
-    try:
-        stat = os.statvfs(os.path.dirname(os.path.abspath(path)))
-        free = stat.f_bavail * stat.f_frsize
-    except OSError:
-        return "main.py could not save the ranker checkpoint %s (%s)" % (path, error)
-    cause = (
-        "the disk is full (No space left on device: %d bytes free on its file system)" % free
-        if free < DISK_FULL_BYTES
-        else "%d bytes are free on its file system; torch.save's message names no cause" % free
-    )
-    return "main.py could not save the ranker checkpoint %s: %s; the file left there is partial" % (path, cause)
+def _tensorboard_event_file(frames: List[types.FrameType]) -> Optional[str]:
+    """The event file TensorBoard's writer was writing in these frames (its writer's ``_file_name``, or the
+    ``filename`` its file layer opened), None when none of them is TensorBoard's."""
+    for frame in frames:
+        if not frame.f_globals.get("__name__", "").startswith(("tensorboard.", "torch.utils.tensorboard")):
+            continue
+        name = getattr(frame.f_locals.get("self"), "_file_name", None) or frame.f_locals.get("filename")
+        if isinstance(name, (str, bytes)):  # TensorBoard's file layer holds it as bytes
+            return os.fsdecode(name)
+    return None
+
+
+#: Taken to claim the one explanation of an error both TensorBoard's writer thread and main.py's raise.
+_EXPLAINING = threading.Lock()
+
+
+def _first_to_explain(error: BaseException) -> bool:
+    """Whether this hook is the first to explain ``error`` (then it is marked): TensorBoard's writer thread dies of
+    an error which main.py's thread raises again, and either hook may run first."""
+    with _EXPLAINING:
+        first = not getattr(error, "ultra_multr_explained", False)
+        error.ultra_multr_explained = True  # type: ignore[attr-defined]
+    return first
+
+
+def _event_file_explanation(error: OSError, event_file: str) -> str:
+    return ("TensorBoard could not write its event file %s: %s; its writer thread stopped at this error, which "
+            "main.py's next write, flush or close through it raises"
+            % (event_file, _write_error_cause(error, event_file)))
+
+
+def _write_error_cause(error: OSError, path: str) -> str:
+    """The cause of a failed write of ``path`` in words: no room (:func:`ultra_multr.files.no_room_cause`), or
+    the error's own."""
+    from ultra_multr.files import NO_ROOM_ERRNOS, no_room_cause
+
+    if error.errno in NO_ROOM_ERRNOS:
+        return "%s (%s)" % (os.strerror(error.errno), no_room_cause(error.errno, os.path.dirname(path) or "."))
+    return "%s: %s" % (type(error).__name__, error)
 
 
 def _tracebacks(tb) -> List[types.TracebackType]:
@@ -237,13 +267,37 @@ def _excepthook_with_explanation(previous):
     return hook
 
 
+def _thread_excepthook_with_explanation(previous):
+    """``threading.excepthook``: an error of TensorBoard's writer thread as one line naming its event file (the
+    writer raises it again at its next call in the thread that writes); other threads' errors as before."""
+
+    def hook(args: Any) -> None:
+        error, line = args.exc_value, None
+        if isinstance(error, OSError) and type(args.thread).__module__.startswith(TENSORBOARD_WRITER):
+            try:
+                event_file = _tensorboard_event_file([tb.tb_frame for tb in _tracebacks(args.exc_traceback)])
+                if event_file is not None:
+                    line = _event_file_explanation(error, event_file)
+            except Exception:  # an explanation must never hide the original error
+                line = None
+        if line is None:
+            previous(args)
+        elif _first_to_explain(error):  # else main.py's thread said it already
+            sys.stderr.write("ultra_multr: %s\n" % line)
+
+    hook.ultra_multr_hook = True  # type: ignore[attr-defined]
+    return hook
+
+
 def install() -> None:
-    """Put the finder first on ``sys.meta_path`` and chain the exception hook (idempotent, never raises)."""
+    """Put the finder first on ``sys.meta_path`` and chain the exception hooks (idempotent, never raises)."""
     try:
         if not any(isinstance(f, UltraImportFinder) for f in sys.meta_path):
             sys.meta_path.insert(0, UltraImportFinder())
         if not getattr(sys.excepthook, "ultra_multr_hook", False):
             sys.excepthook = _excepthook_with_explanation(sys.excepthook)
+        if not getattr(threading.excepthook, "ultra_multr_hook", False):
+            threading.excepthook = _thread_excepthook_with_explanation(threading.excepthook)
     except Exception:  # pragma: no cover - a .pth hook must not break start-up
         pass
 

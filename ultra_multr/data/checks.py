@@ -35,8 +35,11 @@ only: a tab glues two fields into one, a tab-separated line is one doc id
 with every feature 0).  In the libsvm layout a qid's lines form one block
 of consecutive lines (ULTRA's reader merges the lines of a qid wherever they
 are, so two blocks, e.g. two files concatenated whose qids collide, silently
-become one query).  In ULTRA's own layout the split main.py ``--test_only``
-ranks (``ranklist_split``) gives each qid one ``.init_list`` line: ULTRA
+become one query), and with main.py's ``--max_list_cutoff`` N
+(``list_cutoff``) no query has more than N lines: ULTRA's libsvm reader
+skips the features of the lines past the cutoff but keeps counting lines, so
+every later document would be read with another line's features.  In
+ULTRA's own layout the split main.py ``--test_only`` ranks (``ranklist_split``) gives each qid one ``.init_list`` line: ULTRA
 keys the ``test.ranklist`` it writes by qid, so a qid on two lines would be
 written twice with the second line's ranking and the first's lost.  Other
 splits may repeat a qid: a click log has one line per logged session (the
@@ -46,8 +49,11 @@ accepted with one warning per file (ULTRA puts it in the last slot); indices
 ULTRA would drop, misplace or overwrite are refused.
 
 Command line: ``python -m ultra_multr.data.checks DATA_DIR [--splits train valid test] [--click_model_dir DIR]
-[--ranklist_split test]`` (``--click_model_dir`` as main.py's: the ULTRE layout; ``--ranklist_split``: the split
-main.py ``--test_only`` writes a ranklist of, whose qids must be unique).
+[--ranklist_split test] [--max_list_cutoff N]``, the checks main.py runs (:func:`check_main_py_data`: the
+keywords of :func:`~ultra_multr.compat.early_checks.main_py_checks`, which the start-up hook's early checks pass
+on this command line): ``--click_model_dir`` and ``--max_list_cutoff`` as main.py's; ``--ranklist_split``
+(default ``test``, main.py's ``--test_data_prefix``): the split main.py ``--test_only`` writes a ranklist of,
+whose qids must be unique (``--ranklist_split ''``: none).
 """
 from __future__ import annotations
 
@@ -62,7 +68,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ultra_multr.compat.early_checks import splits_main_py_reads, wait_for_early_checks
+from ultra_multr.compat.early_checks import main_py_checks, splits_main_py_reads, wait_for_early_checks
 from ultra_multr.data import check_cache
 from ultra_multr.data.feature_fields import (
     DataCheckError,
@@ -108,7 +114,7 @@ class SplitSummary:
 
 def check_data_dir(
     data_dir: str, splits: Sequence[str] = SPLITS, click_model_dir: Optional[str] = None,
-    ranklist_split: Optional[str] = None,
+    ranklist_split: Optional[str] = None, list_cutoff: int = 0,
 ) -> Dict[str, SplitSummary]:
     """Check ``settings.json`` and each split; returns split -> summary.
 
@@ -116,7 +122,9 @@ def check_data_dir(
     reads the ULTRE layout (None: ULTRA's own or libsvm).  ``ranklist_split``:
     the split main.py ``--test_only`` writes a ranklist of (its
     ``--test_data_prefix``), whose qids must each have one ``.init_list``
-    line (:func:`check_unique_qids`); None: no such split.
+    line (:func:`check_unique_qids`); None: no such split.  ``list_cutoff``:
+    main.py's ``--max_list_cutoff`` (0: none), which no libsvm query may
+    exceed (:func:`_check_libsvm_split`).
 
     Raises:
         DataCheckError: at the first problem, naming the file and line or the split.
@@ -124,7 +132,7 @@ def check_data_dir(
     settings_path = os.path.join(os.path.abspath(data_dir), "settings.json")
     _STAT_AT_CHECK[settings_path] = _stat(settings_path)
     settings = read_settings(data_dir)
-    summaries = {split: check_split(data_dir, split, settings, click_model_dir, split == ranklist_split)
+    summaries = {split: check_split(data_dir, split, settings, click_model_dir, split == ranklist_split, list_cutoff)
                  for split in splits}
     _CHECKED[(os.path.abspath(data_dir), click_model_dir)] = (settings, dict(summaries))
     return summaries
@@ -172,17 +180,19 @@ def split_files(data_dir: str, split: str, click_model_dir: Optional[str] = None
 
 def check_split(
     data_dir: str, split: str, settings: DataSettings, click_model_dir: Optional[str] = None,
-    unique_qids: bool = False,
+    unique_qids: bool = False, list_cutoff: int = 0,
 ) -> SplitSummary:
     """Check the files of one split in the layout ULTRA would read (see the module docstring;
-    ``click_model_dir`` as in :func:`check_data_dir`; ``unique_qids``: the split is the ranklist split,
-    ULTRA's layout: each qid on one ``.init_list`` line)."""
+    ``click_model_dir`` and ``list_cutoff`` as in :func:`check_data_dir`; ``unique_qids``: the split is the
+    ranklist split, ULTRA's layout: each qid on one ``.init_list`` line)."""
     layout, paths = split_files(data_dir, split, click_model_dir)
     base = os.path.join(data_dir, split, split)
     for path in paths:  # taken before reading: a file changed while read shows as changed later
         _STAT_AT_CHECK[os.path.abspath(path)] = _stat(path)
-    key = check_cache.stat_key(paths, {"layout": layout, "feature_size": settings.feature_size,
-                                       "max_label": settings.max_label, "unique_qids": unique_qids})
+    list_cutoff = list_cutoff if layout == "libsvm" else 0  # ULTRA's own layout cuts its lists correctly
+    rules = {"layout": layout, "feature_size": settings.feature_size, "max_label": settings.max_label,
+             "unique_qids": unique_qids, **({"list_cutoff": list_cutoff} if list_cutoff else {})}
+    key = check_cache.stat_key(paths, rules)
     found = check_cache.lookup(key, paths)
     if found is not None:  # passed before, byte for byte: the lookup's hashing was the one read
         result, hashes = found
@@ -201,7 +211,8 @@ def check_split(
             if layout == "ultra":
                 documents, qids, labels = _check_ultra_split(base, settings, digests, warnings, unique_qids)
             else:
-                documents, qids, labels = _check_libsvm_split(base + ".txt", settings, digests[".txt"], warnings)
+                documents, qids, labels = _check_libsvm_split(base + ".txt", settings, digests[".txt"], warnings,
+                                                              list_cutoff)
             kept = sum(1 for values in labels if len(values) >= 2 and values.sum() > 0)
             if kept == 0:
                 raise DataCheckError(
@@ -273,13 +284,15 @@ def check_unique_qids(path: str, qids: Sequence[str]) -> None:
 class QidBlocks:
     """The blocks of consecutive lines of each qid of a libsvm file, fed line by line; refuses a qid's second block.
 
-    ULTRA's libsvm reader merges every line of a qid into one query wherever
-    it is, so a qid in two separate blocks (two files concatenated whose qids
-    collide, a query split by a sort) silently becomes one query.
+    ULTRA's libsvm reader (and the LETOR reader of data preparation,
+    ``reader``) merges every line of a qid into one query wherever it is, so
+    a qid in two separate blocks (two files concatenated whose qids collide,
+    a query split by a sort) silently becomes one query.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, reader: str = "ULTRA's libsvm reader") -> None:
         self.path = path
+        self.reader = reader
         self.ended: Dict[str, Tuple[int, int]] = {}  # qid -> (first, last line) of its finished block
         self.qid: Optional[str] = None
         self.start = 0
@@ -299,8 +312,8 @@ class QidBlocks:
             lines = str(first) if first == last else "%d-%d" % (first, last)
             raise DataCheckError(
                 "%s:%s and %s:%d: query %s appears in two separate blocks of lines (lines %s, then from line %d on); "
-                "ULTRA's libsvm reader would silently merge them into one query. Keep each query's lines together, "
-                "and give different queries different qids" % (self.path, lines, self.path, number, qid, lines, number)
+                "%s would silently merge them into one query. Keep each query's lines together, and give different "
+                "queries different qids" % (self.path, lines, self.path, number, qid, lines, number, self.reader)
             )
         self.qid, self.start = qid, number
 
@@ -314,9 +327,10 @@ def _check_label_range(where: str, values: np.ndarray, settings: DataSettings) -
 
 
 def _check_libsvm_split(
-    path: str, settings: DataSettings, digest, warnings: List[str]
+    path: str, settings: DataSettings, digest, warnings: List[str], list_cutoff: int = 0
 ) -> Tuple[int, List[str], List[np.ndarray]]:
-    """Check a libsvm ``S.txt``: ``label qid:Q index:value ...`` lines, a qid's lines in one block (:class:`QidBlocks`),
+    """Check a libsvm ``S.txt``: ``label qid:Q index:value ...`` lines, a qid's lines in one block (:class:`QidBlocks`)
+    and, with main.py's ``--max_list_cutoff`` (``list_cutoff`` > 0), at most that many (:func:`check_list_cutoff`),
     grouped by qid as ULTRA groups them."""
     labels_of: Dict[str, List[int]] = {}
     documents = 0
@@ -334,11 +348,25 @@ def _check_libsvm_split(
             blocks.add(number, qid)
             _check_label_range("%s:%d: query %s" % (path, number, qid), np.array([label], dtype=np.float64), settings)
             labels_of.setdefault(qid, []).append(label)
+            if list_cutoff and len(labels_of[qid]) > list_cutoff:
+                raise libsvm_cutoff_error(path, number, qid, list_cutoff)
         # One head segment per line ("label_qid_Q"): the feature fields are checked like ULTRA's .feature lines.
         check_feature_block(path, first, block.replace(b" qid:", b"_qid_"), settings.feature_size, zeros, "label")
         documents += block.count(b"\n")
     warn_zero_index(zeros, path, settings.feature_size, warnings)
     return documents, list(labels_of), [np.array(values, dtype=np.float64) for values in labels_of.values()]
+
+
+def libsvm_cutoff_error(path: str, number: int, qid: str, list_cutoff: int) -> DataCheckError:
+    """Line ``number`` of a libsvm file is line ``list_cutoff + 1`` of query ``qid``, past main.py's
+    ``--max_list_cutoff``: ULTRA's libsvm reader skips that line's features but numbers the later documents by
+    line, so each of them would point at another line's features (or past the last one)."""
+    return DataCheckError(
+        "%s:%d: query %s has more lines than --max_list_cutoff %d; ULTRA's libsvm reader skips the features of the "
+        "lines past the cutoff but keeps numbering documents by line, so every later document of the split would be "
+        "read with another line's features. Cut each query to its first %d lines in the file, or leave "
+        "--max_list_cutoff out" % (path, number, qid, list_cutoff, list_cutoff)
+    )
 
 
 def _libsvm_head_problem(line: bytes, head: List[bytes]):
@@ -471,8 +499,7 @@ def check_main_py_data(args: argparse.Namespace) -> None:
     waited = wait_for_early_checks()  # the start-up hook's second process (ULTRA's layout only), if it started one
     if waited:
         LOGGER.info(waited)
-    check_data_dir(args.data_dir, splits_main_py_reads(args), args.click_model_dir,
-                   args.test_data_prefix if args.test_only else None)
+    check_data_dir(**main_py_checks(args))
 
 
 def main(argv: Sequence[str] = None) -> int:
@@ -480,14 +507,18 @@ def main(argv: Sequence[str] = None) -> int:
     parser.add_argument("data_dir")
     parser.add_argument("--splits", nargs="+", default=list(SPLITS))
     parser.add_argument("--click_model_dir", default=None, help="main.py's --click_model_dir: the ULTRE layout")
-    parser.add_argument("--ranklist_split", default=None,
-                        help="the split main.py --test_only ranks (its --test_data_prefix): each qid on one line")
+    parser.add_argument("--ranklist_split", default="test",
+                        help="the split main.py --test_only ranks (its --test_data_prefix): each qid on one line "
+                        "(default: test; '': none)")
+    parser.add_argument("--max_list_cutoff", type=int, default=0,
+                        help="main.py's --max_list_cutoff: no libsvm query may have more lines (default 0: none)")
     args = parser.parse_args(argv)
     if not LOGGER.handlers and not logging.getLogger().handlers:
         logging.basicConfig(format="warning: %(message)s", level=logging.WARNING)
     start = time.time()
     try:
-        summaries = check_data_dir(args.data_dir, args.splits, args.click_model_dir, args.ranklist_split)
+        summaries = check_data_dir(args.data_dir, args.splits, args.click_model_dir, args.ranklist_split or None,
+                                   args.max_list_cutoff)
     except DataCheckError as error:
         print("error: %s" % error, file=sys.stderr)
         return 1

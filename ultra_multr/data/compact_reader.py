@@ -28,7 +28,8 @@ layout (``main.py --click_model_dir``) is left to ULTRA's code
 
 Installed by the start-up hook (:mod:`ultra_multr.compat.startup`) when ULTRA
 is imported, as ``ultra.utils.read_data`` (and ``ultra.utils.data_utils``'s),
-so main.py, ULTRA's feeds and ours all read through it;
+so main.py, ULTRA's feeds and ours all read through it (main.py's first read checks its arguments and settings
+file first: :func:`~ultra_multr.compat.main_py_start.check_main_py_start`);
 ``ULTRA_MULTR_COMPACT_READER=0`` (looked at on every call) gives ULTRA's own
 reader.  Parsed splits are kept for later starts by :mod:`.feature_cache`
 (``ULTRA_MULTR_FEATURE_CACHE=0``: not).
@@ -38,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import locale
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -46,6 +48,7 @@ import numpy as np
 from ultra.utils import data_utils
 from ultra.utils.data_utils import Raw_data
 
+from ultra_multr.compat.early_checks import is_ultra_main_py
 from ultra_multr.data import feature_cache
 from ultra_multr.data.feature_text import PAD, parse_block
 
@@ -404,7 +407,15 @@ class CompactRawData(Raw_data):
 
 
 def read_data(data_path, file_prefix, click_model_dir, rank_cut=None):
-    """``ultra.utils.read_data`` with the compact reader (ULTRA's own when ``ULTRA_MULTR_COMPACT_READER=0``)."""
+    """``ultra.utils.read_data`` with the compact reader (ULTRA's own when ``ULTRA_MULTR_COMPACT_READER=0``).
+
+    main.py's first call (its first split) checks its arguments and settings file first
+    (:func:`~ultra_multr.compat.main_py_start.check_main_py_start`), before anything is read.
+    """
+    if is_ultra_main_py(sys._getframe(1).f_code.co_filename):  # main.py's own call (not a feed's, a pilot's)
+        from ultra_multr.compat.main_py_start import check_main_py_start  # here: it imports ULTRA, which installs us
+
+        check_main_py_start()
     if not enabled():
         return ULTRA_READ_DATA(data_path, file_prefix, click_model_dir, rank_cut)
     return CompactRawData(data_path, file_prefix, click_model_dir, rank_cut)

@@ -3,14 +3,17 @@
 An entry per split file, under ``$ULTRA_MULTR_CACHE/features`` (default
 ``~/.cache/ultra_multr/features``): ``KEY.npy``, the feature matrix with
 ULTRA's zero padding row last, and ``KEY.json``, what else the parse gave (the
-documents' ids; for the libsvm layout also its queries, lists and labels) and
-the SHA-256 of the file.  ``KEY`` is the SHA-256 of the file's absolute path,
-size and modification time and of what the parse depended on (layout,
-``feature_size``, removed features, ``rank_cut``, text encoding,
-:data:`FORMAT_VERSION`).  A read with that key hashes the file (one read, no
-parse) and takes the entry only if the SHA-256 is the stored one; the matrix
-is then memory-mapped copy-on-write (pages come in as they are used and are
-shared between processes until one writes; a write never reaches the file).
+documents' ids; for the libsvm layout also its queries, lists and labels),
+the SHA-256 of the file and the SHA-256 of ``KEY.npy``.  ``KEY`` is the
+SHA-256 of the file's absolute path, size and modification time and of what
+the parse depended on (layout, ``feature_size``, removed features,
+``rank_cut``, text encoding, :data:`FORMAT_VERSION`).  A read with that key
+hashes the file (one read, no parse) and the matrix, and takes the entry
+only if both SHA-256 are the stored ones (a matrix whose bytes changed, say
+flipped on disk with its size kept, is parsed again and the entry rewritten,
+with a warning); the matrix is then memory-mapped copy-on-write (pages come
+in as they are used and are shared between processes until one writes; a
+write never reaches the file).
 
 Written after a parse, atomically (temporary name, rename: the ``.json`` last,
 so an entry without it is never read), unless the folder cannot be written or
@@ -36,8 +39,8 @@ from ultra_multr.files import atomic_write_file, atomic_write_text
 
 LOGGER = logging.getLogger("ultra_multr")
 ENV = "ULTRA_MULTR_FEATURE_CACHE"
-#: Bump when the reader's output for the same text changes: older entries are not read.
-FORMAT_VERSION = 1
+#: Bump when the reader's output for the same text, or an entry's content, changes: older entries are not read.
+FORMAT_VERSION = 2  # 2: the matrix's SHA-256 in the entry
 
 
 def enabled() -> bool:
@@ -62,10 +65,12 @@ class Entry:
 
 
 def load(key: str, path: str) -> Optional[Entry]:
-    """The entry under ``key`` if the file's SHA-256 is the one it was parsed from, else None.
+    """The entry under ``key`` if the file's SHA-256 is the one it was parsed from and the matrix's the one
+    stored, else None.
 
-    Hashes the file (one read) only when an entry exists; an unreadable or
-    inconsistent entry is a miss (the split is parsed again).
+    Hashes the file and the matrix (one read each) only when an entry exists;
+    an unreadable or inconsistent entry is a miss (the split is parsed again),
+    and a matrix whose bytes changed is said so, in a warning.
     """
     base = os.path.join(cache_dir(), key)
     try:
@@ -73,11 +78,20 @@ def load(key: str, path: str) -> Optional[Entry]:
             meta = json.load(handle)
     except (OSError, ValueError):
         return None
-    if not isinstance(meta, dict) or meta.get("sha256") is None:
+    if not isinstance(meta, dict) or meta.get("sha256") is None or meta.get("matrix_sha256") is None:
         return None
     if check_cache.file_sha256(path) != meta["sha256"]:
         LOGGER.info("feature cache: %s changed since it was parsed (same size and time, other bytes); parsing it "
                     "again", path)
+        return None
+    try:
+        matrix_sha256 = check_cache.file_sha256(base + ".npy")
+    except OSError as error:
+        LOGGER.info("feature cache: cannot read %s.npy (%s); parsing %s again", base, error, path)
+        return None
+    if matrix_sha256 != meta["matrix_sha256"]:
+        LOGGER.warning("feature cache: %s.npy, the parsed features of %s, is not the matrix that was stored (its "
+                       "SHA-256 differs: the file was damaged or changed); parsing %s again", base, path, path)
         return None
     try:
         matrix = np.load(base + ".npy", mmap_mode="c")  # copy-on-write: writable, the file never changes
@@ -102,12 +116,16 @@ def store(key: str, path: str, parse: Dict, sha256: str, matrix: np.ndarray, met
         if free < 1.1 * matrix.nbytes:
             return "%d MB free under %s, the matrix takes %d MB" % (free >> 20, directory, matrix.nbytes >> 20)
 
+        matrix_sha256 = []
+
         def write(tmp_path: str) -> None:
             with open(tmp_path, "wb") as handle:
                 np.save(handle, matrix)
+            matrix_sha256.append(check_cache.file_sha256(tmp_path))  # as written (read back from the page cache)
 
         atomic_write_file(base + ".npy", write)
-        record = dict(meta, sha256=sha256, shape=list(matrix.shape), path=os.path.abspath(path), parse=parse)
+        record = dict(meta, sha256=sha256, matrix_sha256=matrix_sha256[0], shape=list(matrix.shape),
+                      path=os.path.abspath(path), parse=parse)
         atomic_write_text(base + ".json", json.dumps(record) + "\n")
     except OSError as error:
         for leftover in (base + ".npy", base + ".json"):

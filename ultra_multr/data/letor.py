@@ -8,7 +8,10 @@ Labels are non-negative integers (graded relevance), feature indices are
 1-based and sparse (absent features are 0), and the trailing ``#`` comment is
 part of the real format (LETOR 4.0 puts the document id there).  Blank lines
 and comment-only lines are skipped.  A malformed line raises
-:class:`LetorFormatError` naming the file, the line number and the problem.
+:class:`LetorFormatError` naming the file, the line number and the problem;
+a query's lines must be one block of consecutive lines (a qid that comes
+back after another query, as in two files concatenated whose qids collide,
+is refused naming both blocks: :class:`~ultra_multr.data.checks.QidBlocks`).
 """
 from __future__ import annotations
 
@@ -18,6 +21,8 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from ultra_multr.data.checks import QidBlocks
 
 _DOCID = re.compile(r"\bdocid\s*=\s*(\S+)")
 
@@ -118,6 +123,7 @@ def _parse_line(text: str, where: str) -> Optional[Tuple[int, str, np.ndarray, n
 
 def _parse_file(path: str) -> Dict[str, _QueryLines]:
     queries: Dict[str, _QueryLines] = {}
+    blocks = QidBlocks(path, "ultra-multr-prepare")
     with open(path, encoding="utf-8") as handle:
         for number, text in enumerate(handle, start=1):
             where = "%s:%d" % (path, number)
@@ -125,8 +131,7 @@ def _parse_file(path: str) -> Dict[str, _QueryLines]:
             if parsed is None:
                 continue
             label, qid, indices, values, doc_id = parsed
-            # Lines of one query are normally contiguous; if a qid comes back
-            # later its documents still join the query of its first line.
+            blocks.add(number, qid)
             lines = queries.setdefault(qid, _QueryLines([], [], [], [], number))
             if doc_id is not None and doc_id in lines.doc_ids:
                 raise LetorFormatError(

@@ -19,6 +19,7 @@ from ultra_multr.metrics import metric_names
 from ultra_multr.experiments.runner.cli import (
     ConfigError, RunnerLockError, expand_runs, load_config, resolve_threads, run_all,
 )
+from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset
 
 METRICS = metric_names()
 
@@ -116,6 +117,7 @@ def test_runner_refuses_names_that_share_a_folder_naming_both(tmp_path, capsys):
 @pytest.mark.slow
 def test_runner_resumes_and_skips_finished_runs(tmp_path):
     commands, calls, crash = _fake_commands(tmp_path)
+    write_synthetic_ultra_dataset(str(tmp_path / "data1"), {"train": 4, "valid": 2, "test": 2}, n_features=4)
     runs = expand_runs(load_config(_write_config(tmp_path)))
     open(crash, "w").close()  # every multr run crashes this time
     out = str(tmp_path / "out")
@@ -173,11 +175,25 @@ def test_runner_resumes_and_skips_finished_runs(tmp_path):
         MULTR.config_class = original
 
     # Re-prepared data (another prepare_report.json) makes the finished runs stale too.
-    os.makedirs(str(tmp_path / "data1"))
     (tmp_path / "data1" / "prepare_report.json").write_text('{"rank_svm": {"min_queries": 20}}')
     with pytest.raises(ConfigError, match="on other data"):
         run_all(expand_runs(load_config(_write_config(tmp_path))), out, commands=commands, progress=False)
     os.remove(str(tmp_path / "data1" / "prepare_report.json"))
+
+    # So does data edited by other means: the results are keyed by the content of every file a run read (before:
+    # "0 run(s) finished, 8 skipped", the old labels' results reported).
+    labels = tmp_path / "data1" / "test" / "test.labels"
+    original = labels.read_text()
+    labels.write_text(original.replace(" 0", " 1", 1))
+    with pytest.raises(ConfigError) as stale:
+        run_all(expand_runs(load_config(_write_config(tmp_path))), out, commands=commands, progress=False)
+    fold1 = [run.run_dir for run in runs if "Fold1" in run.run_dir]
+    assert str(stale.value) == (
+        "4 run folder(s) were finished with a different configuration or on other data; their results do not hold: "
+        "delete them or change output_dir:\n  " + "\n  ".join(
+            "%s: finished on other data: since it was trained, %s changed" % (run_dir, labels) for run_dir in fold1))
+    labels.write_text(original)  # the same bytes again: the same runs
+    assert run_all(runs, out, commands=commands, progress=False).skipped == 8
 
     written = aggregate(str(tmp_path / "out" / "runs"), str(tmp_path / "results"))
     table = (tmp_path / "results" / "toy.md").read_text()
@@ -371,11 +387,20 @@ def test_the_runner_checks_data_directories_python_and_main_py_before_it_starts(
     path = _write_config(
         tmp_path, datasets={"toy": {"Fold1": str(tmp_path / "missing"), "Fold2": str(tmp_path / "not_ultra"),
                                     "Fold3": synthetic_data_dir}},
-        python=str(tmp_path / "no_python"), main_py=str(tmp_path / "no_main.py"),
+        python=str(tmp_path / "no_python"), main_py=str(tmp_path / "no_main.py"), eval_split="tset",
+        settings={"train_input_hparams": {"click_model_json": "cascade.json"}, "metrics": ["ndcg", "er"]},
     )
     assert runner.main([path]) == 2
     err = capsys.readouterr().err
-    assert "nothing started: 4 problem(s) would stop the runs at once" in err
+    assert "nothing started: 7 problem(s) would stop the runs at once" in err
+    # a misspelt eval_split and metric: before, each run trained in full, then failed (ULTRA's AssertionError)
+    assert ("split 'tset': neither %s/tset/tset.feature (ULTRA's format) nor %s/tset/tset.txt (libsvm) exists; ULTRA "
+            "reads one of them (\"eval_split\" of the config)" % (synthetic_data_dir.rstrip("/"),
+                                                                   synthetic_data_dir.rstrip("/"))) in err
+    for method in ("dla", "multr"):
+        assert ("metrics of the settings of method %s: unknown metric 'er' (did you mean 'err'?); known: arp, dcg, err, "
+                "map, mrr, ndcg, ordered_pair_accuracy, precision; ULTRA's metrics would refuse it at main.py's first "
+                "validation (settings, method_overrides or extra_methods of the config)" % method) in err
     assert "data directory %s does not exist" % (tmp_path / "missing") in err
     assert "data directory %s holds no settings.json" % (tmp_path / "not_ultra") in err
     assert "python %s is not an executable file" % (tmp_path / "no_python") in err

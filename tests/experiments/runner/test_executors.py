@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from conftest import require, require_ultra, write_toy_study
+from conftest import REPO_ROOT, require, require_ultra, write_toy_study
 
 from ultra_multr.experiments.runner.executors import ARRAY_FILE, make_executor, refuse_a_running_array
 from ultra_multr.experiments.runner.cli import ConfigError, expand_runs, find_main_py, load_config, main, run_all
@@ -191,7 +191,7 @@ def test_sigterm_to_the_runner_cancels_its_submitit_jobs(tmp_path):
 
 # The configured "python" of a study: seed 0's step holds 200 MiB, then kills itself; seed 1's kills its job's process
 # (its parent) and itself; seed 2's, once its job recorded it in step.json, kills the job's wrapper (job_exit, its
-# grandparent) and waits to die with the job.
+# grandparent) and waits to die with the job; seed 3's, once recorded, sends SIGTERM to its job's process and waits.
 _KILLING_PYTHON = """#!/bin/sh
 case "$4" in
 0) exec %s -c "import os, signal, time; b = bytearray(200 << 20); b[::4096] = b'x' * len(b[::4096]); time.sleep(1.2)
@@ -199,6 +199,8 @@ os.kill(os.getpid(), signal.SIGKILL)" ;;
 1) kill -9 $PPID $$ ;;
 2) while [ ! -e step.json ]; do sleep 0.05; done
    read -r _ _ _ wrapper _ < /proc/$PPID/stat; kill -9 $wrapper; exec sleep 60 ;;
+3) while [ ! -e step.json ]; do sleep 0.05; done
+   kill -TERM $PPID; exec sleep 60 ;;
 esac
 """ % sys.executable
 _RERUN = "; run the study again to rerun this run (its finished runs are kept)"
@@ -210,18 +212,19 @@ def _killed_study(tmp_path, data_dir, name, seeds):
     python.write_text(_KILLING_PYTHON)
     python.chmod(stat.S_IRWXU)
     (tmp_path / "main.py").write_text("")  # never started: the python above runs instead
+    click_model = os.path.join(REPO_ROOT, "settings", "click_models", "cascade_eps0.1_ymax4.json")
     config = _study(tmp_path, name, datasets={"toy": data_dir}, seeds=seeds, python=str(python),
-                    main_py=str(tmp_path / "main.py"))
+                    main_py=str(tmp_path / "main.py"), settings={"train_input_hparams": {"click_model_json": click_model}})
     return [run.run_dir for run in expand_runs(load_config(config))], config
 
 
 def _run_the_study(config, executor):
-    """The runner as a user starts it; its report, run folder -> reason."""
+    """The runner as a user starts it; its report (run folder -> reason) and its console (stderr)."""
     done = subprocess.run([sys.executable, "-m", "ultra_multr.experiments.runner", config, "--executor", executor],
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 1, done.stderr[-3000:]
     return dict(line[len("  FAILED "):].split(": ", 1) for line in done.stdout.splitlines()
-                if line.startswith("  FAILED "))
+                if line.startswith("  FAILED ")), done.stderr
 
 
 def _step_killed(reason, run_dir):
@@ -239,16 +242,18 @@ def test_a_run_killed_by_sigkill_names_the_signal_or_says_that_none_was_recorded
     """A step killed by SIGKILL (as the out-of-memory killer does), on the pool and in a submitit-local job, and a
     submitit-local job's own process killed by SIGKILL: the report names the signal (it said "exited with code -9"
     and "the job ended without a result (state FINISHED)"); a job whose wrapper was killed too is said to have
-    left no exit status.  No run is left with a done.json."""
+    left no exit status.  SIGTERM to a job's process reaches its step, and the console says so (submitit bypassed
+    it: the runner waited for the step, saying nothing).  No run is left with a done.json."""
     (pool_run,), config = _killed_study(tmp_path, synthetic_data_dir, "pool", [0])
-    report = _run_the_study(config, "local")
+    report, _ = _run_the_study(config, "local")
     assert list(report) == [pool_run] and _step_killed(report[pool_run], pool_run), report
 
-    run_dirs, config = _killed_study(tmp_path, synthetic_data_dir, "submitit", [0, 1, 2])
-    report.update(_run_the_study(config, "submitit-local"))
+    run_dirs, config = _killed_study(tmp_path, synthetic_data_dir, "submitit", [0, 1, 2, 3])
+    submitit_report, console = _run_the_study(config, "submitit-local")
+    report.update(submitit_report)
     assert set(report) == {pool_run, *run_dirs}
     assert _step_killed(report[run_dirs[0]], run_dirs[0]), report[run_dirs[0]]
-    killed_job, lost_job = (re.search(r"job (\d+)", report[run_dir]).group(1) for run_dir in run_dirs[1:])
+    killed_job, lost_job = (re.search(r"job (\d+)", report[run_dir]).group(1) for run_dir in run_dirs[1:3])
     logs = lambda job: "; its logs: {0}/{1}/{1}_0_log.err and {0}/{1}/{1}_0_log.out{2}".format(  # noqa: E731
         tmp_path / "submitit" / "jobs", job, _RERUN)
     assert re.sub(r"\(pid \d+\)", "(pid P)", report[run_dirs[1]]) == (
@@ -256,6 +261,11 @@ def test_a_run_killed_by_sigkill_names_the_signal_or_says_that_none_was_recorded
         + _SIGKILL + logs(killed_job))
     assert report[run_dirs[2]] == ("the job %s ended without a result and without an exit status: killed (e.g. "
                                    "SIGKILL or the out-of-memory killer) or lost" % lost_job + logs(lost_job))
+    assert re.fullmatch(r"step 'train' was killed by signal SIGTERM \(15\) \(its stderr: %s/train\.stderr; its resident "
+                        r"memory peaked at \d+ MiB\)%s; its stderr was empty" % (re.escape(run_dirs[3]), re.escape(_RERUN)),
+                        report[run_dirs[3]]), report[run_dirs[3]]
+    assert re.search(r"job \d+ \(%s\): its process \(pid \d+\) got SIGTERM at \d\d:\d\d:\d\d and passed it on to "
+                     r"the running step" % re.escape(run_dirs[3]), console), console[-3000:]
     for run_dir in report:  # the report adds a failed step's last stderr lines to failed.json's reason
         assert report[run_dir].startswith(json.loads(open(os.path.join(run_dir, "failed.json")).read())["reason"])
         assert not os.path.exists(os.path.join(run_dir, "done.json"))

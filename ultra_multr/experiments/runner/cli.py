@@ -34,6 +34,7 @@ commands, done / pending / stale), :mod:`.lock` (runner.lock),
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import shutil
@@ -44,12 +45,16 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from ultra_multr.data.checks import DataCheckError, split_layout
 from ultra_multr.experiments import methods as registry
 from ultra_multr.experiments.runner.execute import resolve_threads, write_failure
 from ultra_multr.experiments.runner.executors import EXECUTORS, JOBS_DIR, Outcome, run_outcomes
 from ultra_multr.experiments.runner.lock import RunnerLockError, runner_lock
 from ultra_multr.experiments.runner.processes import CHILDREN
-from ultra_multr.experiments.runner.runs import CommandFactory, RunSpec, default_commands, expand_runs, find_main_py, run_status
+from ultra_multr.experiments.runner.runs import (
+    MAIN_PY_SPLITS, CommandFactory, RunSpec, default_commands, expand_runs, find_main_py, records_data, run_status,
+    why_stale,
+)
 from ultra_multr.experiments.runner.slurm_config import SlurmConfig, sbatch_script
 from ultra_multr.experiments.study_config import ConfigError, ExperimentConfig, load_config
 
@@ -87,16 +92,23 @@ def _on_signal(signum: int, frame: Any) -> None:
 
 
 def preflight_problems(runs: Sequence[RunSpec]) -> List[str]:
-    """What would make the pending ``runs`` fail at once: a data directory that is missing or holds no
-    ``settings.json``, an interpreter that does not exist, ULTRA's main.py not found; one line each, the config's
-    entry named."""
+    """What would make the pending ``runs`` fail: a data directory that is missing, holds no ``settings.json`` or
+    lacks a split a run reads (main.py's train and valid, the config's ``eval_split``), a settings dict main.py
+    would refuse (:func:`~ultra_multr.compat.settings_check.check_settings_hparams`: a class path, metric,
+    objective or hyper-parameter), an interpreter that does not exist, ULTRA's main.py not found; one line each,
+    the config's entry named."""
     problems: List[str] = []
-    for data_dir in sorted({run.data_dir for run in runs}):
+    for data_dir, eval_split in sorted({(run.data_dir, run.eval_split) for run in runs}):
         if not os.path.isdir(data_dir):
             problems.append("data directory %s does not exist (datasets of the config)" % data_dir)
         elif not os.path.isfile(os.path.join(data_dir, "settings.json")):
             problems.append("data directory %s holds no settings.json: not a ULTRA data directory (datasets of the "
                             "config)" % data_dir)
+        else:
+            for split in MAIN_PY_SPLITS:
+                problems += _split_problem(data_dir, split, "main.py trains and validates on it")
+            problems += _split_problem(data_dir, eval_split, "\"eval_split\" of the config")
+    problems += _settings_problems(runs)
     for python in sorted({run.python for run in runs}):
         found = python if os.sep in python else shutil.which(python)
         if not found or not os.path.isfile(found) or not os.access(found, os.X_OK):
@@ -106,6 +118,39 @@ def preflight_problems(runs: Sequence[RunSpec]) -> List[str]:
             find_main_py(main_py or None)
         except (FileNotFoundError, ImportError) as error:
             problems.append("%s (\"main_py\" of the config, or $ULTRA_MAIN)" % error)
+    return problems
+
+
+def _split_problem(data_dir: str, split: str, what: str) -> List[str]:
+    """The problem of a split a run reads that is not in ``data_dir`` (empty: it is there)."""
+    try:
+        split_layout(data_dir, split)
+    except DataCheckError as error:
+        return ["%s (%s)" % (error, what)]
+    return []
+
+
+def _settings_problems(runs: Sequence[RunSpec]) -> List[str]:
+    """What main.py would refuse in the runs' settings (each distinct settings dict checked once, each problem said
+    once), naming the method; the check needs ULTRA, which main.py's interpreter imports (none when this one
+    cannot)."""
+    from ultra_multr.compat.settings_check import SettingsError, check_settings_hparams
+    from ultra_multr.config import HParamError
+
+    checked = set()
+    problems = []
+    for run in runs:
+        key = json.dumps(run.settings, sort_keys=True)
+        if key in checked:
+            continue
+        try:
+            check_settings_hparams(run.settings, "the settings of method %s" % run.method)
+        except (SettingsError, HParamError) as error:  # the runs of a method differ in their seed, not in this
+            problem = "%s (settings, method_overrides or extra_methods of the config)" % error
+            problems += [] if problem in problems else [problem]
+        except ImportError:  # no ULTRA here: main.py checks them at its start
+            return problems
+        checked.add(key)
     return problems
 
 
@@ -149,13 +194,16 @@ def run_all(
         threads = resolve_threads(workers, threads)
     with runner_lock(output_dir):
         statuses = [run_status(run) for run in runs]
-        stale = [run.run_dir for run, status in zip(runs, statuses) if status == "stale"]
+        stale = ["%s: %s" % (run.run_dir, why_stale(run)) for run, status in zip(runs, statuses) if status == "stale"]
         if stale:
             raise ConfigError(
-                "%d run folder(s) were finished with a different configuration or on other data (re-prepared); "
-                "delete them or change output_dir: %s"
-                % (len(stale), ", ".join(stale))
+                "%d run folder(s) were finished with a different configuration or on other data; their results do "
+                "not hold: delete them or change output_dir:\n  %s" % (len(stale), "\n  ".join(stale))
             )
+        unrecorded = sum(status == "done" and not records_data(run) for run, status in zip(runs, statuses))
+        if unrecorded:
+            logger.warning("%d finished run(s) were finished before the runner recorded the content of the data they "
+                           "read: their data cannot be checked (delete them to rerun them)", unrecorded)
         pending = [run for run, status in zip(runs, statuses) if status == "pending"]
         problems = preflight_problems(pending) if commands is default_commands else []  # what main.py runs need
         if problems:

@@ -21,7 +21,9 @@ from ultra_multr.experiments.evaluate import PER_QUERY_CSV
 from ultra_multr.experiments.runner.processes import (
     CHILDREN, RERUN_NOTE, STEP_FILE, how_it_ended, kill_group, kill_leftover_step, peak_resident_kib, sigkill_note,
 )
-from ultra_multr.experiments.runner.runs import DONE_FILE, FAILED_FILE, RUN_FILE, SETTINGS_FILE, CommandFactory, RunSpec
+from ultra_multr.experiments.runner.runs import (
+    DONE_FILE, FAILED_FILE, RUN_FILE, SETTINGS_FILE, CommandFactory, RunSpec, data_change, data_content,
+)
 from ultra_multr.experiments.runner.stderr_copy import StderrCopy
 
 #: Lines of a failed step's stderr in the runner's report (failed.json holds up to stderr_copy.TAIL_BYTES).
@@ -110,6 +112,7 @@ def execute_run(run: RunSpec, commands: CommandFactory, threads: int) -> Optiona
         json.dumps({**run.info, "fingerprint": run.fingerprint, "main_args": run.main_args}, indent=1) + "\n",
     )
     started = time.time()
+    data_files = data_content(run)  # what the results are keyed by: the data as the steps read it
     timings, peak_mib = {}, {}
     for step, argv in commands(run):
         step_start = time.time()
@@ -140,7 +143,11 @@ def execute_run(run: RunSpec, commands: CommandFactory, threads: int) -> Optiona
             return write_failure(run.run_dir, reason, argv=argv, stderr_tail=tail) + _last_lines(tail)
     if not os.path.isfile(os.path.join(run.run_dir, PER_QUERY_CSV)):
         return write_failure(run.run_dir, "the steps finished but wrote no %s" % PER_QUERY_CSV)
-    done = {"fingerprint": run.fingerprint, "data": run.data_id, "seconds": round(time.time() - started, 2), "step_seconds": timings,
+    changed = data_change(data_files, data_content(run))
+    if changed:  # the steps read a mix of old and new data
+        return write_failure(run.run_dir, "the data changed while the run ran: %s%s" % (changed, RERUN_NOTE))
+    done = {"fingerprint": run.fingerprint, "data": run.data_id, "data_files": data_files,
+            "seconds": round(time.time() - started, 2), "step_seconds": timings,
             "step_peak_rss_mib": peak_mib, "sessions": read_session_budget(run.run_dir)}
     atomic_write_text(os.path.join(run.run_dir, DONE_FILE), json.dumps(done, indent=1) + "\n")
     return None

@@ -16,7 +16,11 @@ raised, or whose job died (timeout, out of memory, cancelled), comes back as a
 failure with the traceback or the job's log; :func:`execute_run` itself
 reports a step that exited non-zero or was killed.  ``submitit-local`` starts
 each job's process through :mod:`.job_exit`, which records how it ended (its
-signal), since submitit's local controller does not.  submitit is imported only by the
+signal), since submitit's local controller does not.  In the job's process
+(``submitit-local``, ``slurm``) SIGTERM is passed on to the running step
+(:func:`execute_in_job`; submitit's own handler would only log "Bypassing
+signal SIGTERM" and let the step run on), so the run fails naming the signal,
+and the runner's console says when the job was signalled.  submitit is imported only by the
 submitit executors (the ``cluster`` extra).
 """
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import subprocess
 import time
 import traceback
@@ -32,7 +37,7 @@ from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 
 from ultra_multr.files import atomic_write_text
 from ultra_multr.experiments.runner.execute import execute_run
-from ultra_multr.experiments.runner.job_exit import read_exit, wrapped_python
+from ultra_multr.experiments.runner.job_exit import read_exit, read_signal, record_signal, wrapped_python
 from ultra_multr.experiments.runner.processes import CHILDREN, RERUN_NOTE, how_it_ended, sigkill_note
 from ultra_multr.experiments.runner.runs import CommandFactory, RunSpec
 from ultra_multr.experiments.runner.slurm_config import SlurmConfig, submitit_parameters
@@ -44,6 +49,8 @@ JOBS_DIR = "jobs"
 Outcome = Tuple[RunSpec, Optional[str], Dict[str, Any]]
 #: seconds between two looks at the submitted jobs
 POLL_S = 0.5
+#: seconds between two looks for the signals the jobs' processes recorded (:func:`.job_exit.read_signal`)
+SIGNAL_POLL_S = 2.0
 #: the job id of the last SLURM array submitted for the output folder (under JOBS_DIR)
 ARRAY_FILE = "slurm_array.json"
 
@@ -158,6 +165,31 @@ def refuse_a_running_array(folder: str) -> None:
         )
 
 
+def execute_in_job(run: RunSpec, commands: CommandFactory, threads: int) -> Optional[str]:
+    """:func:`execute_run` in a submitit job's process, where SIGTERM is passed on to the running step (whose end
+    then names it) and recorded for the runner's console (:func:`~.job_exit.record_signal`); no step starts after
+    it.  submitit calls the job's function in the main thread, after installing its own handlers."""
+    from submitit import JobEnvironment
+
+    paths = JobEnvironment().paths
+
+    def forward(signum: int, frame: Any) -> None:
+        record_signal(paths, signum)
+        CHILDREN.signal_all(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    return execute_run(run, commands, threads)
+
+
+def _log_signal(job: Any, run: RunSpec, log: logging.Logger) -> bool:
+    """Say on the runner's console that ``job``'s process got a signal, if it recorded one; whether it did."""
+    got = read_signal(job.paths)
+    if got is not None:
+        log.warning("job %s (%s): its process (pid %s) got %s at %s and passed it on to the running step",
+                    job.job_id, run.run_dir, got["pid"], got["signal"], got["time"])
+    return got is not None
+
+
 def _submitit_outcomes(
     pending: Sequence[RunSpec], executor: str, commands: CommandFactory, threads: int, folder: str,
     slurm: SlurmConfig, log: logging.Logger,
@@ -168,18 +200,25 @@ def _submitit_outcomes(
     n = len(pending)
     if executor == "slurm":
         refuse_a_running_array(folder)
-    jobs = made.map_array(execute_run, pending, [commands] * n, [threads] * n)
+    job_function = execute_run if executor == "debug" else execute_in_job  # debug: the runner's own process
+    jobs = made.map_array(job_function, pending, [commands] * n, [threads] * n)
     log.info("submitted %d run(s) to %s: job(s) %s .. %s (logs in %s)", n, executor, jobs[0].job_id,
              jobs[-1].job_id, folder)
     if executor == "slurm":
         atomic_write_text(os.path.join(folder, ARRAY_FILE), json.dumps({"array_id": jobs[0].job_id.split("_")[0]}))
     waiting = dict(zip(jobs, pending))
+    signalled, looked = set(), 0.0
     try:
         while waiting:
+            if time.time() - looked >= SIGNAL_POLL_S:  # one small file per job: not at every poll
+                looked = time.time()
+                signalled.update(job for job in waiting.keys() - signalled if _log_signal(job, waiting[job], log))
             # A debug job runs when first asked; its done() would open pdb on an error, exception() does not.
             finished = list(waiting)[:1] if executor == "debug" else [job for job in waiting if job.done()]
             for job in finished:
                 run = waiting.pop(job)
+                if job not in signalled:  # signalled since the last look
+                    _log_signal(job, run, log)
                 error = job.exception()  # not result(): the debug executor would open pdb on an error
                 if error is None:
                     yield run, job.result(), {}

@@ -9,6 +9,11 @@ signal to it, and when the child ends writes its pid and return code atomically 
 beside the job's logs (:func:`exit_file`), then exits with the child's code (128 + the signal for a signal).
 The runner reads that file for a job without a result (:func:`read_exit`).
 
+A signal the job's own process gets (:func:`record_signal`: SIGTERM, which
+submitit's handler would bypass) is recorded beside the logs too
+(``<job id>_<task>_signal.json``), so that the runner's console says when a job
+was signalled (:func:`read_signal`).
+
 It dies with the controller (``PR_SET_PDEATHSIG``), and the job's process with it; a killed wrapper or
 controller leaves no file: the runner then says that the job ended without an exit status, and names no signal.
 
@@ -24,6 +29,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -46,6 +52,29 @@ def read_exit(paths: Any) -> Optional[Dict[str, int]]:
     a record."""
     try:
         with open(exit_file(paths)) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def signal_file(paths: Any) -> Path:
+    """Where the process of the job with submitit ``JobPaths`` ``paths`` records a signal it got."""
+    return paths.folder / ("%s_%d_signal.json" % (paths.job_id, paths.task_id))
+
+
+def record_signal(paths: Any, signum: int) -> None:
+    """Record that the job's process got ``signum`` now (best effort: a full disk only loses the record)."""
+    try:
+        atomic_write_text(str(signal_file(paths)), json.dumps(
+            {"signal": signal.Signals(signum).name, "time": time.strftime("%H:%M:%S"), "pid": os.getpid()}) + "\n")
+    except OSError:
+        pass
+
+
+def read_signal(paths: Any) -> Optional[Dict[str, Any]]:
+    """``{"signal", "time", "pid"}`` of the signal the job's process recorded, None without a record."""
+    try:
+        with open(signal_file(paths)) as handle:
             return json.load(handle)
     except (OSError, ValueError):
         return None

@@ -105,7 +105,7 @@ class _Children:
     """The process groups of the running steps, so that a signal can end them all."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: a signal handler (signal_all) may run while start() holds it
         self._groups: set = set()
         self.stopping = False
 
@@ -120,6 +120,18 @@ class _Children:
     def finished(self, process: subprocess.Popen) -> None:
         with self._lock:
             self._groups.discard(process.pid)
+
+    def signal_all(self, signum: int) -> None:
+        """Pass ``signum`` on to every running step's process group and start no step after it (a submitit job
+        told to stop); does not wait (it runs in a signal handler)."""
+        with self._lock:
+            self.stopping = True
+            groups = list(self._groups)
+        for pgid in groups:
+            try:
+                os.killpg(pgid, signum)
+            except ProcessLookupError:
+                pass
 
     def kill_all(self) -> None:
         with self._lock:

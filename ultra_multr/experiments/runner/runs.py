@@ -12,9 +12,11 @@ Each run lives in ``<output_dir>/runs/<dataset>/<fold>/<method>[/<variant>]/seed
   configuration fingerprint, which includes our algorithm's and feed's
   hyper-parameters with their defaults filled in (:func:`resolved_hparams`),
   and the same data: a hash of the data folder's
-  ``prepare_report.json`` when it has one) marks the run finished, so a
-  second invocation skips it; finished under another configuration or on
-  re-prepared data, it is refused ("stale"), never silently reused.  An unfinished run's folder is wiped and the run started again;
+  ``prepare_report.json`` when it has one, and the SHA-256 of every file the
+  run read (:func:`data_content`), whatever made them) marks the run
+  finished, so a second invocation skips it; finished under another
+  configuration or on other data, it is refused ("stale", :func:`why_stale`
+  names the changed file), never silently reused.  An unfinished run's folder is wiped and the run started again;
   a failed run leaves ``failed.json`` and the other runs go on.
 """
 from __future__ import annotations
@@ -29,7 +31,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ultra_multr.config import HParamError, identity, old_defaults, parse_hparams
+from ultra_multr.config import HParamError, identity, old_defaults, parse_hparams, split_assignments
+from ultra_multr.data.check_cache import file_sha256
+from ultra_multr.data.checks import DataCheckError, split_files
 from ultra_multr.data.prepare import REPORT_FILE as PREPARE_REPORT
 from ultra_multr.data.ultra_format import ultra_data_dir
 from ultra_multr.experiments import methods as registry
@@ -276,6 +280,64 @@ def default_commands(run: RunSpec) -> Steps:
     return [("train", train), ("evaluate", evaluate)]
 
 
+#: main.py's splits a run trains and validates on (the runner leaves main.py's prefixes at their defaults).
+MAIN_PY_SPLITS = ("train", "valid")
+#: Files hashed in this process: (path, size, mtime, inode) -> SHA-256 (a study's runs share their data).
+_HASHED: Dict[Tuple[str, int, int, int], str] = {}
+
+
+def read_files(run: RunSpec) -> List[str]:
+    """The files a run reads outside its folder: ``settings.json`` and the files ULTRA's reader takes for the
+    train, valid and eval splits of its data dir (a split with neither layout: its folder, which
+    :func:`data_content` records as missing), and every existing file its settings name in a path
+    hyper-parameter (``*_json``, ``*_path``, ``*_file``: click models, click logs)."""
+    paths = [os.path.join(run.data_dir, "settings.json")]
+    for split in dict.fromkeys(MAIN_PY_SPLITS + (run.eval_split,)):
+        try:
+            paths += split_files(run.data_dir, split)[1]
+        except DataCheckError:
+            paths.append(os.path.join(run.data_dir, split, ""))
+    for key, value in run.settings.items():
+        if not key.endswith("_hparams") or not isinstance(value, str):
+            continue
+        for part in split_assignments(value):
+            name, _, path = (text.strip() for text in part.partition("="))
+            if name.endswith(PATH_SUFFIXES) and os.path.isabs(path) and os.path.isfile(path):
+                paths.append(path)
+    return list(dict.fromkeys(paths))
+
+
+def data_content(run: RunSpec) -> Dict[str, str]:
+    """Path -> SHA-256 of each of :func:`read_files` ("missing" for one that is not there): what a run's results
+    are keyed by besides its configuration, recorded in its ``done.json`` (``data_files``)."""
+    content = {}
+    for path in read_files(run):
+        try:
+            info = os.stat(path)
+            key = (os.path.abspath(path), info.st_size, info.st_mtime_ns, info.st_ino)
+            if key not in _HASHED:
+                _HASHED[key] = file_sha256(path)
+            content[path] = _HASHED[key]
+        except (FileNotFoundError, IsADirectoryError):
+            content[path] = "missing"
+    return content
+
+
+def data_change(recorded: Dict[str, str], now: Dict[str, str]) -> Optional[str]:
+    """What differs between two :func:`data_content` records (None: nothing), the files named."""
+    changed = sorted(path for path in set(recorded) | set(now) if recorded.get(path) != now.get(path))
+    if not changed:
+        return None
+
+    def how(path: str) -> str:
+        if now.get(path, "missing") == "missing":
+            return "is gone"
+        return "is new" if recorded.get(path, "missing") == "missing" else "changed"
+
+    listed = "; ".join("%s %s" % (path, how(path)) for path in changed[:5])
+    return listed + ("; and %d more file(s)" % (len(changed) - 5) if len(changed) > 5 else "")
+
+
 def data_identity(data_dir: str) -> str:
     """A hash of ``<data_dir>/prepare_report.json`` (what the data was prepared from and how), "" without one."""
     try:
@@ -285,16 +347,48 @@ def data_identity(data_dir: str) -> str:
         return ""
 
 
-def run_status(run: RunSpec) -> str:
-    """"done", "pending", or "stale" (finished under a different configuration or on other data)."""
-    path = os.path.join(run.run_dir, DONE_FILE)
-    if not os.path.isfile(path):
-        return "pending"
+def _read_done(run: RunSpec) -> Optional[Dict[str, Any]]:
+    """The run's ``done.json``, None without a readable one."""
     try:
-        with open(path) as handle:
+        with open(os.path.join(run.run_dir, DONE_FILE)) as handle:
             done = json.load(handle)
     except (OSError, json.JSONDecodeError):
+        return None
+    return done if isinstance(done, dict) else None
+
+
+def why_stale(run: RunSpec) -> Optional[str]:
+    """Why a finished run's results do not hold for ``run`` (None: they do, or it is not finished).
+
+    Another configuration fingerprint; re-prepared data (another
+    ``prepare_report.json``; a ``done.json`` from before that record has no
+    "data" and is not checked for it); or a file the run read that changed
+    since (:func:`data_content` against its ``data_files``; a ``done.json``
+    from before that record is not checked: :func:`records_data`).
+    """
+    done = _read_done(run)
+    if done is None:
+        return None
+    if done.get("fingerprint") != run.fingerprint:
+        return "finished with a different configuration"
+    if done.get("data", run.data_id) != run.data_id:
+        return "finished on other data (re-prepared: another %s)" % PREPARE_REPORT
+    if isinstance(done.get("data_files"), dict):
+        changed = data_change(done["data_files"], data_content(run))
+        if changed:
+            return "finished on other data: since it was trained, %s" % changed
+    return None
+
+
+def records_data(run: RunSpec) -> bool:
+    """Whether a finished run's ``done.json`` records the content of the data it read (runs finished before
+    that record do not: their data cannot be checked)."""
+    done = _read_done(run)
+    return done is not None and isinstance(done.get("data_files"), dict)
+
+
+def run_status(run: RunSpec) -> str:
+    """"done", "pending", or "stale" (finished under a different configuration or on other data: :func:`why_stale`)."""
+    if _read_done(run) is None:
         return "pending"
-    # done.json of runs finished before data_id was recorded has no "data": their data is not checked.
-    same_data = done.get("data", run.data_id) == run.data_id
-    return "done" if done.get("fingerprint") == run.fingerprint and same_data else "stale"
+    return "stale" if why_stale(run) else "done"
