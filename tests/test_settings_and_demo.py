@@ -75,7 +75,7 @@ def short_settings(name: str, directory: str, **extra: str) -> str:
     paths made absolute)."""
     with open(os.path.join(SETTINGS_DIR, name)) as handle:
         settings = json.load(handle)
-    hparams = dict(item.split("=", 1) for item in settings["learning_algorithm_hparams"].split(",") if item)
+    hparams = dict(item.split("=", 1) for item in split_assignments(settings["learning_algorithm_hparams"]))
     for key, value in SHORT_HPARAMS.items():
         if key in hparams and hparams[key] != "0":
             hparams[key] = value
