@@ -1,17 +1,19 @@
 """logger_guard=order_fit, MULTR's default: its rule (fired more than the margin below the null agreement; below
 the minimum of queries, the simulator kept only at the threshold), and through MULTR as main.py builds it: it fires on
 a log whose logger ordered by the labels (the stress group's generator, which makes the suite's data) and leaves DLA's
-losses; it stays quiet in ULTRA's recipe.  Through main.py on realistic web features: tests/algorithms/test_multr.py.
-The other tests of MULTR switch it off (tests/algorithm_setup.py's SMALL_DATA_HPARAMS)."""
+losses; it stays quiet in ULTRA's recipe; and through main.py on web-LETOR-like features, where it passes a features-only
+Rank SVM logger and fires on a label-aware one.  The other tests of MULTR switch it off (tests/algorithm_setup.py's SMALL_DATA_HPARAMS)."""
 from __future__ import annotations
 
+import json
 import logging
+import os
 from types import SimpleNamespace
 
 import pytest
 
 from conftest import require_ultra
-from algorithm_setup import build
+from algorithm_setup import build, main_args, settings_for
 
 ultra = require_ultra()
 
@@ -21,7 +23,9 @@ from ultra_multr.generate.ultra_recipe import Recipe, write_recipe_dataset  # no
 from ultra_multr.components import guards  # noqa: E402
 from ultra_multr.config import identity, parse_hparams  # noqa: E402
 from ultra_multr.logged_order import OrderFit  # noqa: E402
-from ultra_multr.session_budget import LEDGER, SessionLedger  # noqa: E402
+from conftest import run_ultra_main  # noqa: E402
+from ultra_multr.generate.web_letor import WebLetor, write_web_letor_dataset  # noqa: E402
+from ultra_multr.session_budget import BUDGET_FILE, LEDGER, SessionLedger  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("fresh_ledger")
 
@@ -148,3 +152,27 @@ def test_a_larger_minimum_of_queries_fires_on_the_suites_set(synthetic_data_dir,
     guard = LEDGER.summary()["decisions"]["logger_guard"]
     assert guard["decision"] == "too_few_queries" and guard["training_queries"] == len(data.qids) < 100
     assert not multr.doubly_robust.used and "LOGGER GUARD: only %d training queries" % len(data.qids) in caplog.text
+
+
+@pytest.mark.slow
+def test_through_main_py_it_passes_a_rank_svm_logger_of_web_features_and_fires_on_a_label_aware_one(ultra_main,
+                                                                                                     tmp_path):
+    """Web-LETOR-like features (300 a document, about half zero, heavy-tailed, correlated in groups, shifted per
+    query; 100 training queries) ordered by ULTRA's recipe's Rank SVM, then by the labels plus noise: one short
+    main.py run of MULTR at its guard's defaults on each."""
+    guard, stderr = {}, {}
+    for logger in ("rank_svm", "labels"):
+        data_dir = str(tmp_path / logger)
+        write_web_letor_dataset(data_dir, WebLetor(train_queries=100, valid_queries=5, test_queries=5, features=300,
+                                                   logger=logger))
+        settings = settings_for(tmp_path, ",".join([COMMON, SIMULATOR, "logger_guard=order_fit"]), name=logger + ".json")
+        model_dir = str(tmp_path / (logger + "_model"))
+        completed = run_ultra_main(ultra_main, main_args(settings, model_dir, data_dir + "/", "--max_train_iteration",
+                                                         "1", "--steps_per_checkpoint", "1"), cwd=str(tmp_path))
+        with open(os.path.join(model_dir, BUDGET_FILE)) as handle:
+            decisions = json.load(handle)["decisions"]
+        guard[logger], stderr[logger] = decisions["logger_guard"], completed.stderr
+        assert guard[logger]["training_queries"] >= 50 and ("simulator_training" in decisions) == (logger == "rank_svm")
+    assert guard["rank_svm"]["decision"] == "passed" and guard["rank_svm"]["host_losses"] is False
+    assert guard["labels"]["decision"] == "fired" and guard["labels"]["host_losses"] is True
+    assert "logger guard: passed" in stderr["rank_svm"] and "LOGGER GUARD FIRED" in stderr["labels"]
