@@ -113,7 +113,7 @@ def test_by_default_it_fires_on_a_label_ordered_log_and_multr_trains_as_dla(synt
 
 def test_by_default_it_stays_quiet_in_ultras_recipe(tmp_path, caplog):
     data_dir = str(tmp_path / "recipe") + "/"
-    write_recipe_dataset(data_dir, Recipe(train_queries=200, valid_queries=12, test_queries=12, features=10))
+    write_recipe_dataset(data_dir, Recipe(train_queries=100, valid_queries=12, test_queries=12, features=10))
     multr, _, data = build(data_dir, ",".join([COMMON, SIMULATOR]), keep_defaults=DEFAULT_GUARD)
     with caplog.at_level(logging.INFO, logger="ultra_multr"):
         multr.prepare()
