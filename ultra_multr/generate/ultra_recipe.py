@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass
-from typing import Dict, Iterator, Tuple
+from typing import Any, Callable, Dict, Iterator, Tuple
 
 import numpy as np
 
@@ -69,12 +69,23 @@ class Recipe:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "docs_per_query", tuple(int(v) for v in self.docs_per_query))
-        low, high = self.docs_per_query
-        require(2 <= low <= high <= 10, "docs_per_query must be 2 <= low <= high <= 10, got %r" % (self.docs_per_query,))
+        check_sizes(self)
         require(self.features >= 2, "features must be >= 2, got %r" % self.features)
-        require(min(self.train_queries, self.valid_queries, self.test_queries) >= 1, "every split needs a query")
         require(self.nonlinear >= 0 and self.label_noise >= 0, "nonlinear and label_noise must be >= 0")
+
+
+def check_sizes(spec: Any) -> None:
+    """What every generated set's description checks: a query in each split (``train_queries``,
+    ``valid_queries``, ``test_queries``) and ``docs_per_query`` an inclusive range of list lengths within 2..10
+    (every document is shown in training), kept as a tuple of ints.
+
+    Raises:
+        ValueError: naming the knob.
+    """
+    object.__setattr__(spec, "docs_per_query", tuple(int(v) for v in spec.docs_per_query))
+    low, high = spec.docs_per_query
+    require(2 <= low <= high <= 10, "docs_per_query must be 2 <= low <= high <= 10, got %r" % (spec.docs_per_query,))
+    require(min(spec.train_queries, spec.valid_queries, spec.test_queries) >= 1, "every split needs a query")
 
 
 #: The recipes studies/paper_setting screens (at most eight): the quadratic relevance a linear logger cannot rank by, the relevance no
@@ -106,11 +117,15 @@ def latent_relevance(features: np.ndarray, noise: np.ndarray, recipe: Recipe) ->
 
 def grade_thresholds(recipe: Recipe) -> np.ndarray:
     """[4] the latent relevance at which grades 1-4 start (:data:`GRADE_QUANTILES` of its distribution)."""
-    rng = np.random.default_rng(np.random.SeedSequence([recipe.seed, 2]))
-    sample = latent_relevance(
-        rng.normal(size=(THRESHOLD_SAMPLE, recipe.features)), rng.normal(size=THRESHOLD_SAMPLE), recipe
-    )
-    return np.quantile(sample, GRADE_QUANTILES)
+    return quantile_thresholds(recipe.seed, lambda rng, n: latent_relevance(
+        rng.normal(size=(n, recipe.features)), rng.normal(size=n), recipe))
+
+
+def quantile_thresholds(seed: int, draw: Callable[[np.random.Generator, int], np.ndarray]) -> np.ndarray:
+    """[4] :data:`GRADE_QUANTILES` of the latent relevance of :data:`THRESHOLD_SAMPLE` documents ``draw(rng, n)``
+    gives, from the data's own stream ``[seed, 2]``."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 2]))
+    return np.quantile(draw(rng, THRESHOLD_SAMPLE), GRADE_QUANTILES)
 
 
 def iter_recipe_queries(recipe: Recipe, split: str) -> Iterator[RankedQuery]:
@@ -158,5 +173,5 @@ def write_recipe_dataset(directory: str, recipe: Recipe) -> dict:
     return prepare_split_files(paths["train"], paths["valid"], paths["test"], directory, options)
 
 
-__all__ = ["GRADE_QUANTILES", "Recipe", "SCREENED_RECIPES", "grade_thresholds", "iter_recipe_queries", "latent_relevance",
-           "letor_dir", "write_recipe_dataset", "write_recipe_letor"]
+__all__ = ["GRADE_QUANTILES", "Recipe", "SCREENED_RECIPES", "check_sizes", "grade_thresholds", "iter_recipe_queries",
+           "latent_relevance", "letor_dir", "quantile_thresholds", "write_recipe_dataset", "write_recipe_letor"]
