@@ -339,7 +339,7 @@ def test_heldout_split_is_ultr_reproducibility_split():
         heldout_split(1)
 
 
-def test_reproducibility_protocol_converts_validation_clicks_and_all_annotations(baidu_data, tmp_path):
+def test_reproducibility_protocol_converts_validation_clicks_and_all_annotations(baidu_data, tmp_path, capsys):
     from ultra_multr.click_logs.baidu_convert import CONVERSION_JSON, heldout_rows
 
     log, _, patterns = baidu_data
@@ -347,6 +347,7 @@ def test_reproducibility_protocol_converts_validation_clicks_and_all_annotations
     heldout = ";".join(log.test_files)
     assert convert_main(["--annotations", log.validation_file, "--log_files", patterns, "--out", out,
                          "--stub_lists", "10", "--protocol", "reproducibility", "--heldout_files", heldout]) == 0
+    said = capsys.readouterr().out
     record = json.load(open(os.path.join(out, CONVERSION_JSON)))
     assert record["protocol"] == "reproducibility" and record["seed"] == 381
     validation = heldout_rows(list(log.test_files), 381, "validation")
@@ -357,6 +358,8 @@ def test_reproducibility_protocol_converts_validation_clicks_and_all_annotations
     clicked = sum(int((baidu.read_sessions(p).clicks[validation[p]].sum(1) > 0).sum()) for p in log.test_files)
     valid = ultra.utils.read_data(out + "/", "valid", None, 0)
     assert len(valid.initial_list) == clicked  # ULTRA keeps the sessions with a click
+    written = sum(len(validation[p]) for p in log.test_files)
+    assert written > clicked and "valid %d held-out sessions (%d with a click;" % (written, clicked) in said
     graded = baidu.read_sessions(log.validation_file, top_n=None)
     assert len(ultra.utils.read_data(out + "/", "test", None, 0).initial_list) == len(graded) - int(
         (graded.clicks.max(1) == 0).sum())  # every annotated query (ULTRA's reader drops those without a label)
@@ -365,6 +368,32 @@ def test_reproducibility_protocol_converts_validation_clicks_and_all_annotations
                       "--protocol", "reproducibility", "--heldout_files", "x", "--valid_share", "x"])
     assert convert_main(["--annotations", log.validation_file, "--log_files", patterns, "--out", out,
                          "--protocol", "reproducibility"]) == 2  # held-out files required
+
+
+def test_reproducibility_protocol_keeps_every_position_up_to_50(tmp_path, capsys):
+    """--top_n auto: the click files' deepest position, at most ultr-reproducibility's 50; the stub's first list is
+    extended by placeholder documents so that main.py's lists have that many positions (gaps close up in ULTRA's
+    lists, so no written list need reach it)."""
+    import pyarrow.feather as feather
+
+    from ultra_multr.click_logs.baidu_convert import CONVERSION_JSON, MAX_POSITIONS, PLACEHOLDER
+
+    log = write_baidu_log(str(tmp_path / "log"), n_queries=10, n_sessions=40, n_test_sessions=12, n_annotated=6,
+                          n_positions=56, seed=4, missing_doc_prob=0.3)
+    deepest = max(int(feather.read_table(p, columns=["position"]).column("position").to_numpy().max())
+                  for p in log.train_files + log.test_files)
+    assert deepest > MAX_POSITIONS
+    out = str(tmp_path / "data")
+    assert convert_main(["--annotations", log.validation_file, "--log_files", ";".join(log.train_files), "--out",
+                         out, "--protocol", "reproducibility", "--heldout_files", ";".join(log.test_files)]) == 0
+    assert "50 positions (the click files' deepest position: %d)" % deepest in capsys.readouterr().out
+    record = json.load(open(os.path.join(out, CONVERSION_JSON)))
+    assert record["top_n"] == MAX_POSITIONS and record["deepest_position"] == deepest
+    stub = ultra.utils.read_data(out + "/", "train", None, 0)
+    assert stub.rank_list_size == MAX_POSITIONS
+    first = [stub.dids[i] for i in stub.initial_list[0]]
+    assert first[-1].startswith(PLACEHOLDER) and not any(d.startswith(PLACEHOLDER) for d in sum(
+        ([stub.dids[i] for i in docs] for docs in stub.initial_list[1:]), []))
 
 
 @pytest.mark.slow

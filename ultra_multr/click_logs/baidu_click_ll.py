@@ -74,7 +74,7 @@ def sessions_of(paths: Sequence[str], features: str, top_n: int, log1p_lexical: 
     ``population`` ("all" or "clicked"), standardised by ``stats`` (when given)."""
     if population not in RESULT_FILES:
         raise ValueError("population=%r: expected one of %s" % (population, ", ".join(RESULT_FILES)))
-    for sessions in progress(baidu.iter_sessions(paths, features, top_n, log1p_lexical), total=len(paths),
+    for sessions in progress(baidu.iter_sessions(paths, features, top_n, log1p_lexical, "clicks"), total=len(paths),
                              desc="click log-likelihood: files", unit="files"):
         if rows is not None:
             sessions = select_rows(sessions, rows[sessions.path])

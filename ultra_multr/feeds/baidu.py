@@ -96,7 +96,7 @@ class BaiduSessionFeed(SessionReplayFeed):
         self.files = baidu.log_files(self.hparams.patterns)
         checked = (tuple(self.files), self.hparams.features)
         if checked not in _CHECKED:  # every file, before the first update; once per process (MULTR has several feeds)
-            baidu.check_files(self.files, self.hparams.features)
+            baidu.check_files(self.files, self.hparams.features, "clicks")
             _CHECKED.add(checked)
         width = baidu.feature_size(self.hparams.features)
         if width != int(model.feature_size):
@@ -156,10 +156,7 @@ class BaiduSessionFeed(SessionReplayFeed):
         index = self._file_order.pop(0)
         self._sessions = None  # one file in memory at a time
         sessions = baidu.read_sessions(self.files[index], self.hparams.features, self.rank_list_size,
-                                       self.hparams.log1p_lexical)
-        if sessions.kind != "clicks":
-            raise ValueError("%s: log_files matches %s, which holds annotations, not click sessions"
-                             % (type(self).__name__, self.files[index]))
+                                       self.hparams.log1p_lexical, "clicks")
         self._sessions = sessions if self.standardizer is None else self.standardizer.apply_sessions(sessions)
         self._buckets = self._buckets_of(sessions, np.arange(len(sessions), dtype=np.int64))
         self._order = torch.randperm(len(sessions), generator=self.generator).numpy()
