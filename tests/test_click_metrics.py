@@ -48,7 +48,7 @@ def test_batches_add_up_to_the_whole_and_a_rank_never_shown_is_left_out():
     whole.add(torch.log(probs), clicks, mask)
     for rows in (slice(0, 1), slice(1, 3)):
         parts.add(torch.log(probs[rows]), clicks[rows], mask[rows])
-    for name in ("click_nll", "perplexity", "sessions", "session_log_likelihood", "shown_per_rank"):
+    for name in ("click_nll", "perplexity", "sessions", "log_likelihood", "shown_per_rank"):
         assert parts.as_dict()[name] == pytest.approx(whole.as_dict()[name], rel=1e-12)
     assert parts.perplexity_per_rank() == pytest.approx(whole.perplexity_per_rank(), rel=1e-12, nan_ok=True)
     assert math.isnan(whole.perplexity_per_rank()[3])

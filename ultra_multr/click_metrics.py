@@ -112,8 +112,7 @@ class ClickMetrics:
         """The numbers, JSON-ready."""
         return {"click_nll": self.click_nll(), "perplexity": self.perplexity(),
                 "perplexity_per_rank": self.perplexity_per_rank(), "sessions": self.sessions,
-                "shown_per_rank": self.shown_per_rank.tolist(),
-                "session_log_likelihood": self.session_log_likelihood()}
+                "shown_per_rank": self.shown_per_rank.tolist(), "log_likelihood": self.session_log_likelihood()}
 
 
 def ranker_log_click(scores: torch.Tensor, examination: torch.Tensor) -> torch.Tensor:

@@ -132,11 +132,23 @@ def test_main_py_trains_on_the_logged_sessions(ultra_main, baidu_data, tmp_path,
 
     assert Standardizer.load(os.path.join(model_dir, STATS_JSON)).same_as(
         Standardizer.load(os.path.join(data_dir, STATS_JSON)))
+    # the examination the ranker clicks with, recorded for each validated step (the last by the exit handler)
+    checkpoint = os.path.join(model_dir, "%s.ckpt" % algorithm)
+    steps = json.load(open(checkpoint + ".examination.json"))["by_step"]
+    assert sorted(steps, key=int) == ["3", "6"] and all(len(e) == 10 and max(e) <= 1 for e in steps.values())
+    assert str(json.load(open(checkpoint + ".progress.json"))["checkpoint_step"]) in steps
     if algorithm.endswith("MULTR"):
         assert phases["simulator_train"]["lists"] == 4 * 16
         assert "user simulator: step 4/4" in log
         _check_heldout_click_log_likelihood(log_files=(generated.train_files, generated.test_files), model_dir=model_dir,
                                             out=str(tmp_path / "click_ll"))
+        from ultra_multr.click_logs.baidu_click_ll import evaluate as click_metrics
+
+        settings = json.load(open(os.path.join(str(tmp_path), "MULTR.json")))
+        ranker = click_metrics(None, generated.train_files, generated.test_files, str(tmp_path / "ranker_ll"),
+                               ranker=(settings, model_dir))
+        assert set(ranker) == {"ultra_multr.MULTR", "position CTR"}
+        assert np.isfinite(ranker["ultra_multr.MULTR"]["click_nll"]) and ranker["ultra_multr.MULTR"]["click_nll"] > 0
         return
     # The benchmark's metrics on the annotated test queries, from the feather file ...
     from ultra_multr.experiments.evaluate import evaluate_run
@@ -192,10 +204,13 @@ def _check_heldout_click_log_likelihood(log_files, model_dir, out):
                 for position, click in session.items():
                     clicks[position] += click
                     shown[position] += 1
-        ctr = clicks / np.maximum(shown, 1)
+        ctr = (clicks + 1) / (shown + 2)
         rows = list(filter(keep, heldout))
         expected = np.mean([sum(np.log(ctr[p]) if c else np.log(1 - ctr[p]) for p, c in s.items()) for s in rows])
         assert found["position CTR"]["log_likelihood"] == pytest.approx(expected, rel=1e-6)
+        # the benchmark's click NLL: each session's mean cross-entropy over its documents, then the mean
+        nll = np.mean([-np.mean([np.log(ctr[p]) if c else np.log(1 - ctr[p]) for p, c in s.items()]) for s in rows])
+        assert found["position CTR"]["click_nll"] == pytest.approx(nll, rel=1e-6)
         assert found["MULTR simulator"]["sessions"] == len(rows)
     assert 0 < clicked["position CTR"]["sessions"] < n_heldout  # the log has click-less sessions: the populations differ
     assert os.path.isfile(os.path.join(out, "click_log_likelihood.json"))
