@@ -66,6 +66,27 @@ def test_feed_replays_every_logged_session_at_its_logged_positions(baidu_data):
     assert sorted(seen) == [f * BUCKET_FILE_STRIDE + r for f in range(2) for r in range(counts[f])]  # each once
 
 
+def test_clickless_keep_feeds_the_sessions_without_a_click_that_main_py_skips(baidu_data):
+    """One pass over the log in one batch: the default leaves out every session without a click in the first N
+    positions (main.py's check_validation), clickless=keep feeds them all; only keep enters the run's identity."""
+    from ultra_multr.config import identity, parse_hparams
+    from ultra_multr.feeds.baidu import BaiduSessionFeedHParams
+
+    log, data_dir, patterns = baidu_data
+    stub = ultra.utils.read_data(data_dir, "train", None, 0)
+    sessions = [baidu.read_sessions(path) for path in log.train_files]
+    total = sum(len(s) for s in sessions)
+    clicked = sum(int((s.clicks.sum(1) > 0).sum()) for s in sessions)
+    assert 0 < clicked < total
+    for choice, size in (("skip", clicked), ("keep", total)):
+        feed = BaiduSessionFeed(_Model(), size, "log_files=%s,seed=1,standardize=none,clickless=%s" % (patterns, choice))
+        _, info = feed.get_batch(stub, check_validation=True)
+        assert len(set(info["rank_list_idxs"])) == size  # every session of the pass once
+        assert sum(sum(clicks) == 0 for clicks in info["click_list"]) == size - clicked
+    assert "clickless" not in identity(parse_hparams(BaiduSessionFeedHParams, "log_files=x"), "run")
+    assert identity(parse_hparams(BaiduSessionFeedHParams, "log_files=x,clickless=keep"), "run")["clickless"] == "keep"
+
+
 def test_stub_views_split_the_sessions_into_disjoint_buckets(baidu_data):
     from ultra_multr.feeds.arrays import query_subset
 
