@@ -212,6 +212,8 @@ class PluginAlgorithm(BaseAlgorithm):
         if args is not None and not args.test_only:  # before any phase of training (MULTR's simulator comes first)
             self._check_list_size()
         self._progress = check_model_dir(args, exp_settings, self.feature_size) if args is not None else None
+        #: main.py validates (and may save the ranker) every this many updates (0: not run by main.py)
+        self.validates_every = int(args.steps_per_checkpoint) if args is not None else 0
         if self._progress is not None:  # main.py validates (and may save) once more after the last update
             atexit.register(self._record_examination)
         self.letor_features_name = "letor_features"
@@ -359,8 +361,7 @@ class PluginAlgorithm(BaseAlgorithm):
         """Record :meth:`click_examination` beside main.py's checkpoint when main.py has just validated: its ranker may
         be the one main.py saved (main.py validates every ``--steps_per_checkpoint`` updates; not a pilot's
         updates, which count in another phase)."""
-        every = runtime.main_args().steps_per_checkpoint
-        if self.global_step == 0 or self.global_step % every or LEDGER.phase != "ranker":
+        if self.global_step == 0 or self.global_step % self.validates_every or LEDGER.phase != "ranker":
             return
         examination = self.click_examination()
         if examination is not None:
