@@ -83,7 +83,7 @@ def test_the_one_command_on_a_log_with_30_positions_and_half_the_sessions_withou
     # the published layout: the rows that ran in its order, its columns, MULTR's simulator, the published figures
     markdown = (out / "results" / "table.md").read_text()
     assert ("| method | runs | nDCG@10 | MRR@10 | DCG@1 | DCG@3 | DCG@5 | DCG@10 | click NLL | perplexity | left out "
-            "| trained as |") in markdown
+            "| selected step | trained as |") in markdown
     rows_found = [line.split(" | ")[0][2:] for line in markdown.splitlines() if line.startswith("| ")]
     assert rows_found[1:6] == ["Naive", "PAL", "MULTR", "MULTR simulator", "position CTR"]
     assert "**Published, real Baidu-ULTR: not comparable with a generated log.**" in markdown

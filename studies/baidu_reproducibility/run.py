@@ -43,6 +43,8 @@ import numpy as np
 
 from ultra_multr.click_logs import baidu, baidu_click_ll, baidu_convert, baidu_evaluate
 from ultra_multr.click_models import graded_click_prob
+from ultra_multr.compat.model_dir import checkpoint_path
+from ultra_multr.compat.progress import PROGRESS_SUFFIX
 from ultra_multr.experiments import budget
 from ultra_multr.experiments.aggregate import finished_run_dirs
 from ultra_multr.experiments.runner import cli as runner
@@ -81,15 +83,15 @@ PRESETS = {
               "learning_algorithm_hparams": {"learning_rate": 0.05},
               "standardize": True},
 }
-#: Generated logs: PBM clicks with examination 0.5 / rank to ``--positions`` (about half of the sessions without a
-#: click), click probability per grade graded_click_prob(0.1, 4), features noisy (4), a popularity the logger favours
-#: (2), 10 % of the shown documents missing (gaps).  features: the logger scores the lexical features only (blind to
-#: the grades); noisy: it scores the grade (plus the popularity and noise), as studies/baidu's pbm_noisy log.
+#: Generated logs: PBM clicks with examination ``examination_scale`` / rank to ``--positions``, click probability per
+#: grade graded_click_prob(0.1, 4), features noisy (4), a popularity the logger favours (2), 10 % of the shown
+#: documents missing (gaps).  features: the logger scores the lexical features only (blind to the grades); noisy: it
+#: scores the grade (plus the popularity and noise), as studies/baidu's pbm_noisy log.  The scales are chosen so that
+#: about half of the sessions have no click (the release: 53 %); each run's table gives the share its rankers left out.
 RECIPES = {
-    "features": {"logger": "features", "logger_bias": 2.0, "feature_noise": 4.0},
-    "noisy": {"logger": "grade", "logger_bias": 2.0, "feature_noise": 4.0},
+    "features": {"logger": "features", "logger_bias": 2.0, "feature_noise": 4.0, "examination_scale": 0.75},
+    "noisy": {"logger": "grade", "logger_bias": 2.0, "feature_noise": 4.0, "examination_scale": 0.55},
 }
-EXAMINATION_SCALE = 0.5
 MISSING_DOC_PROB = 0.1
 #: A generated log's sizes (command-line options): queries, training sessions (in files of sessions-per-file),
 #: held-out sessions (part 0), annotated queries, positions, the generator's seed.
@@ -97,9 +99,9 @@ GENERATED_SIZES = {"queries": 300, "sessions": 4000, "sessions-per-file": 2000, 
                    "positions": 30, "log-seed": 0}
 
 
-def examination(positions: int) -> List[float]:
-    """[N] the generated logs' examination per rank."""
-    return [EXAMINATION_SCALE / rank for rank in range(1, positions + 1)]
+def examination(recipe: Dict, positions: int) -> List[float]:
+    """[N] a generated log's examination per rank."""
+    return [recipe["examination_scale"] / rank for rank in range(1, positions + 1)]
 
 
 def generate(out: str, args) -> str:
@@ -110,7 +112,7 @@ def generate(out: str, args) -> str:
     """
     recipe = dict(RECIPES[args.generate], name=args.generate, queries=args.queries, sessions=args.sessions,
                   heldout=args.heldout, annotated=args.annotated, positions=args.positions, seed=args.log_seed,
-                  examination_scale=EXAMINATION_SCALE, missing_doc_prob=MISSING_DOC_PROB)
+                  missing_doc_prob=MISSING_DOC_PROB)
     log_dir = os.path.join(out, "log")
     recipe_path = os.path.join(log_dir, "recipe.json")
     if os.path.exists(recipe_path):
@@ -119,7 +121,7 @@ def generate(out: str, args) -> str:
         return log_dir
     write_baidu_log(log_dir, n_queries=args.queries, n_sessions=args.sessions, n_test_sessions=args.heldout,
                     n_annotated=args.annotated, n_positions=args.positions, sessions_per_file=args.sessions_per_file,
-                    exam_prob=examination(args.positions), click_prob=graded_click_prob(0.1, MAX_LABEL),
+                    exam_prob=examination(recipe, args.positions), click_prob=graded_click_prob(0.1, MAX_LABEL),
                     seed=args.log_seed, logger=recipe["logger"], logger_bias=recipe["logger_bias"],
                     feature_noise=recipe["feature_noise"], missing_doc_prob=MISSING_DOC_PROB)
     atomic_write_text(recipe_path, json.dumps(recipe, indent=1, sort_keys=True) + "\n")
@@ -146,7 +148,7 @@ def ips_propensities(generated: Optional[Dict], positions: int) -> List[float]:
     """[N] IPS's propensities: a generated log's examination, else the published curve (ranks past its 22 at its
     last value; any below 0.1 weighs the clipped maximum, as upstream's zeros do)."""
     if generated is not None:
-        return examination(positions)
+        return examination(generated, positions)
     curve = np.loadtxt(PUBLISHED_PROPENSITIES, delimiter=",", skiprows=1)[:, 1]
     return [float(curve[min(rank, len(curve) - 1)]) for rank in range(positions)]
 
@@ -202,15 +204,31 @@ def run_metrics(run_dir: str, data_dir: str, patterns: Dict[str, str]) -> Dict:
                                      ranker=(settings, model_dir))
     done = read_json(os.path.join(run_dir, "done.json"), "run record")
     ranker = ((done.get("sessions") or {}).get("phases") or {}).get("ranker", {})
+    progress = read_json(checkpoint_path(model_dir, settings["learning_algorithm"]) + PROGRESS_SUFFIX, "progress")
     record = {"ranking": {m: ranking[m] for m in RANKING_METRICS},
               "clicks": {name: {m: values[m] for m in CLICK_METRICS + ("sessions",)}
                          for name, values in clicks.items()},
               "ranker_sessions_read": ranker.get("sessions"), "ranker_sessions_fed": ranker.get("lists"),
               "trained_as_host": trained_as_host(((done.get("sessions") or {}).get("decisions")) or {}),
               "seed": read_json(os.path.join(run_dir, "run.json"), "run record")["seed"],
-              "step_seconds": done.get("step_seconds", {})}
+              "step_seconds": done.get("step_seconds", {}),
+              "selected_step": progress["checkpoint_step"], "steps_done": progress["steps_done"]}
     atomic_write_text(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
     return record
+
+
+def log_summary(patterns: Dict[str, str]) -> Dict:
+    """The training files' sessions, the share without a click, the deepest position and the share of the document
+    rows beyond position 10 (what a top-10 protocol cuts); one file at a time."""
+    sessions = clickless = rows = beyond_10 = deepest = 0
+    for logged in baidu.iter_sessions(baidu.log_files([patterns["train"]]), top_n=None, kind="clicks"):
+        sessions += len(logged)
+        clickless += int((logged.clicks.sum(1) == 0).sum())
+        rows += int(logged.mask.sum())
+        beyond_10 += int(logged.mask[:, 10:].sum())
+        deepest = max(deepest, int(logged.positions.max(initial=0)))
+    return {"sessions": sessions, "clickless_share": clickless / sessions, "deepest_position": deepest,
+            "rows": rows, "rows_beyond_10_share": beyond_10 / rows}
 
 
 def _cell(values: List[float], digits: int = 3) -> str:
@@ -254,17 +272,23 @@ def published_table() -> List[str]:
     return lines
 
 
-def report(by_method: Dict[str, List[Dict]], title: str) -> Dict:
+def report(by_method: Dict[str, List[Dict]], title: str, log: Dict) -> Dict:
     """``{"markdown", "summary"}``: the published layout's table, MULTR's paired differences over runs and the
     published figures; the numbers per method."""
     lines = ["# %s" % title, "",
+             "The training log: %d sessions, %.1f %% of them without a click; the deepest position %d; %.1f %% of "
+             "its %d document rows lie beyond position 10 (a top-10 protocol cuts them)." % (
+                 log["sessions"], 100 * log["clickless_share"], log["deepest_position"],
+                 100 * log["rows_beyond_10_share"], log["rows"]), "",
              "Mean and 95 % t-interval over the runs (seeds). Ranking metrics on every annotated query; click NLL "
              "(nats, lower is better) and perplexity (mean over ranks of CLAX's per-rank perplexity) on the test half "
              "of the held-out sessions, for the ranker with its examination; `MULTR simulator`: MULTR's user "
              "simulator (clicks given the earlier clicks of the session); `position CTR`: the training click rate per "
-             "rank. Left out: the share of the training sessions a ranker read and was not fed (no click).", "",
+             "rank. Left out: the share of the training sessions a ranker read and was not fed (no click). Selected "
+             "step: the checkpoint main.py kept by the validation click loss, of the steps it trained, per run.", "",
              "| method | runs | " + " | ".join(HEADERS[m] for m in RANKING_METRICS + CLICK_METRICS)
-             + " | left out | trained as |", "|---" * (len(RANKING_METRICS) + len(CLICK_METRICS) + 4) + "|"]
+             + " | left out | selected step | trained as |",
+             "|---" * (len(RANKING_METRICS) + len(CLICK_METRICS) + 5) + "|"]
     summary: Dict = {}
     for method, runs in by_method.items():
         label = METHODS[method][0]
@@ -273,15 +297,16 @@ def report(by_method: Dict[str, List[Dict]], title: str) -> Dict:
         cells += [_cell([r["clicks"][algorithm][m] for r in runs]) for m in CLICK_METRICS]
         hosts = sorted({"%s (%s)" % (r["trained_as_host"]["host"], r["trained_as_host"]["why"])
                         for r in runs if r["trained_as_host"]})
-        lines.append("| %s | %d | %s | %s | %s |" % (label, len(runs), " | ".join(cells), left_out(runs),
-                                                      "; ".join(hosts) or "itself"))
+        selected = ", ".join("%d/%d" % (r["selected_step"], r["steps_done"]) for r in runs)
+        lines.append("| %s | %d | %s | %s | %s | %s |" % (label, len(runs), " | ".join(cells), left_out(runs), selected,
+                                                           "; ".join(hosts) or "itself"))
         summary[method] = {"runs": runs, "left_out": left_out(runs)}
     for name in ("MULTR simulator", "position CTR"):
         runs = [r for method_runs in by_method.values() for r in method_runs if name in r["clicks"]]
         if name == "position CTR":
             runs = runs[:1]  # the same floor in every run
         if runs:
-            lines.append("| %s | %d | %s | %s | | |" % (name, len(runs), " | ".join([""] * len(RANKING_METRICS)),
+            lines.append("| %s | %d | %s | %s | | | |" % (name, len(runs), " | ".join([""] * len(RANKING_METRICS)),
                                                           " | ".join(_cell([r["clicks"][name][m] for r in runs])
                                                                      for m in CLICK_METRICS)))
     if "multr" in by_method:
@@ -357,10 +382,12 @@ def main(argv=None) -> int:
     title = "Baidu-ULTR benchmark table, %s: %s preset, %d positions" % (
         "generated log `%s`" % args.generate if args.generate else "the release (%s)" % args.dataset, args.preset,
         positions)
-    table = report(collect(os.path.join(out, "runs"), data_dir, patterns), title)
+    log = log_summary(patterns)
+    table = report(collect(os.path.join(out, "runs"), data_dir, patterns), title, log)
     atomic_write_text(os.path.join(results, "table.md"), table["markdown"])
     atomic_write_text(os.path.join(results, "table.json"), json.dumps(
-        dict(table["summary"], recipe=generated, preset=args.preset, clickless=args.clickless, positions=positions),
+        dict(table["summary"], recipe=generated, preset=args.preset, clickless=args.clickless, positions=positions,
+             log=log),
         indent=1, sort_keys=True) + "\n")
     print(table["markdown"])
     return code
