@@ -154,6 +154,8 @@ def ips_propensities(generated: Optional[Dict], positions: int) -> List[float]:
 
 
 def study_config(args, data_dir: str, patterns: Dict[str, str], positions: int, generated: Optional[Dict]) -> Dict:
+    """The study runner's config: every method of ``args.methods`` on the converted data, the preset's ranker and
+    optimiser, the feed's ``clickless`` per method, main.py showing ``positions`` positions."""
     preset = PRESETS[args.preset]
     conversion = read_json(os.path.join(data_dir, baidu_convert.CONVERSION_JSON), "conversion record")
     # the files by name: ULTRA's hparam strings cannot hold the pattern's brackets
