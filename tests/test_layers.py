@@ -14,8 +14,8 @@ PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 #: Floors, lowest first; a module's floor is the first whose patterns match its dotted name (without the
 #: package's own name).  docs/layout.md describes them.
 FLOORS = [
-    ("ground", ["", "files", "config", "randomization", "interventions", "metrics", "batch", "fingerprints",
-                "logged_order", "progress", "tensorboard", "losses", "losses.*", "click_models",
+    ("ground", ["", "files", "config", "randomization", "interventions", "metrics", "click_metrics", "batch",
+                "fingerprints", "logged_order", "progress", "tensorboard", "losses", "losses.*", "click_models",
                 "click_models.models"]),
     ("simulator", ["simulator", "simulator.*"]),
     ("above the simulator", ["imputation", "click_models.evaluation", "click_logs", "click_logs.baidu_schema",

@@ -49,7 +49,7 @@ def grade_correlations(data_dir: str) -> Dict[str, float]:
     """Pearson correlation of the popularity feature with the grade over every annotated document: raw, and
     after standardising each document's features across its 12 features (a layer norm without its affine part)."""
     record = read_json(os.path.join(data_dir, CONVERSION_JSON), "Baidu-ULTR conversion record")
-    sessions = baidu.read_sessions(record["annotations"], "lexical", None, record["log1p_lexical"])
+    sessions = baidu.read_sessions(record["annotations"], "lexical", None, record["log1p_lexical"], "annotations")
     features, grades = sessions.features[sessions.mask], sessions.clicks[sessions.mask]
     normalised = (features - features.mean(1, keepdims=True)) / features.std(1, keepdims=True)
     column = schema.LEXICAL_FEATURES.index(LOGGER_FEATURE)
@@ -62,7 +62,7 @@ def reliance(run_dir: str, data_dir: str) -> Dict[str, float]:
     record = read_json(os.path.join(data_dir, CONVERSION_JSON), "Baidu-ULTR conversion record")
     if record["features"] != "lexical":
         raise ValueError("%s: features=%s; the popularity feature is lexical" % (data_dir, record["features"]))
-    sessions = baidu.read_sessions(record["annotations"], "lexical", None, record["log1p_lexical"])
+    sessions = baidu.read_sessions(record["annotations"], "lexical", None, record["log1p_lexical"], "annotations")
     test = ~valid_queries(sessions.query_md5, record["valid_share"], record["seed"])
     settings = read_json(os.path.join(run_dir, "settings.json"), "run settings")
     model = load_ranker(settings, os.path.join(run_dir, "model"), baidu.feature_size("lexical"))

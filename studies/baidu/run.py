@@ -4,12 +4,10 @@
         [--annotated 1000] [--logger-bias 0] [--feature-noise 1] [--logger-noise 1] [--logger grade]
         [--missing-doc-prob 0] [--seeds 0 1 2]
         [--steps 500] [--ranker-norm layer] [--standardize on] [--workers 2] [--dry-run]
-    python studies/baidu/run.py --out out/baidu_ultr --log-dir baidu-ultr_uva-mlm-ctr [--seeds ...] [--steps ...]
 
-With ``--log-dir`` the study reads a log already in the release's layout (the real Baidu-ULTR files:
-``parts/part-{1,2,3}_split-*.feather`` for training, ``parts/part-0_split-0.feather`` held out,
-``parts/validation.feather`` annotated) instead of generating one (step 1), and has no IPS row (no true
-propensities); the rest is the same.
+On the release's real files, ultr-reproducibility's protocol (every held-out file, its split, every position, its
+preset): ``studies/baidu_reproducibility/run.py --log-dir``.  This study generates its logs and uses the project's own
+protocol (annotated queries split 50/50 for model selection and test, the top 10 positions).
 
 1. A log in the release's layout (:func:`ultra_multr.generate.baidu_log.write_baidu_log`: one row per document, as
    the release's writer writes it): ``--queries``
@@ -81,9 +79,8 @@ LABELS = {"naive_tuned": "Naive (tuned)", "ipw_tuned": "IPS (tuned, true propens
 
 
 def train_pattern(log_dir: str) -> str:
-    """The training files of a log in the release's layout: parts 1.. (a generated log has part 1 only)."""
-    generated = os.path.exists(os.path.join(log_dir, "recipe.json"))
-    return os.path.join(log_dir, "parts", "part-1_split-*.feather" if generated else "part-[1-9]_split-*.feather")
+    """The training files of a generated log: part 1."""
+    return os.path.join(log_dir, "parts", "part-1_split-*.feather")
 
 
 def write_log(out: str, recipe: Dict) -> None:
@@ -115,7 +112,7 @@ def write_log(out: str, recipe: Dict) -> None:
 def study_config(args, data_dir: str, log_pattern: str) -> Dict:
     methods = ["naive_tuned", "dla_tuned", "pal_tuned", "multr"]
     extra = {}
-    if args.click_model == "pbm" and not args.log_dir:
+    if args.click_model == "pbm":
         exam = reciprocal_rank_exam_prob(1.0, N_POSITIONS)
         extra["ipw_tuned"] = {
             "label": LABELS["ipw_tuned"], "role": "baseline", "learning_algorithm": "ultra_multr.IPW",
@@ -124,8 +121,7 @@ def study_config(args, data_dir: str, log_pattern: str) -> Dict:
         methods.insert(1, "ipw_tuned")
     return {
         "output_dir": os.path.abspath(args.out),
-        "datasets": {"baidu_ultr": {"logged": data_dir}} if args.log_dir else {
-            "baidu_generated": {args.click_model: data_dir}},
+        "datasets": {"baidu_generated": {args.click_model: data_dir}},
         "methods": methods,
         "seeds": list(args.seeds),
         "settings": {
@@ -299,7 +295,6 @@ def main(argv=None) -> int:
     parser.add_argument("--standardize", choices=["on", "off"], default="on",
                         help="per-feature standardisation fitted on the training log (issue 27; the committed "
                              "tables of studies/baidu/README.md were computed before it existed, i.e. off)")
-    parser.add_argument("--log-dir", help="a log in the release's layout (DIR/parts/...) to read instead of generating one")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
@@ -320,15 +315,10 @@ def main(argv=None) -> int:
     if args.missing_doc_prob:
         recipe["missing_doc_prob"] = args.missing_doc_prob
     data_dir = os.path.join(out, "data")
-    log_dir = os.path.abspath(args.log_dir) if args.log_dir else os.path.join(out, "log")
-    if args.log_dir:
-        if not glob.glob(train_pattern(log_dir)) or not os.path.exists(os.path.join(log_dir, "parts", HELDOUT_FILE)):
-            parser.error("--log-dir %s: expected parts/part-N_split-S.feather (N >= 1) and parts/%s in it"
-                         % (args.log_dir, HELDOUT_FILE))
-    elif not args.dry_run:
+    log_dir = os.path.join(out, "log")
+    if not args.dry_run:
         write_log(out, recipe)
-    # a generated log has part 1 only (its pattern named even before a --dry-run has written it)
-    log_pattern = train_pattern(log_dir) if args.log_dir else os.path.join(log_dir, "parts", "part-1_split-*.feather")
+    log_pattern = train_pattern(log_dir)  # named even before a --dry-run has written the log
     record_path = os.path.join(data_dir, baidu_convert.CONVERSION_JSON)
     if not args.dry_run and not os.path.exists(record_path):
         baidu_convert.main(["--annotations", os.path.join(log_dir, "parts", "validation.feather"),

@@ -126,6 +126,10 @@ def _bad(rows, row, **values):
     (lambda rows: _bad(rows, 8, text_md5=None), "'text_md5' row 8", "is null"),
     (lambda rows: [{k: v for k, v in r.items() if k != "text_md5"} for r in rows], "'text_md5' is missing", ""),
     (lambda rows: [dict(r, click=str(r["click"])) for r in rows], "'click' has type", "string, expected int64"),
+    (lambda rows: _bad(rows, 2, tf=float("-inf")), "'tf' row 2", "is -inf: features must be finite"),
+    (lambda rows: _bad(rows, 4, idf=1e39), "'idf' row 4", "is 1e+39: features must be finite numbers within float32"),
+    (lambda rows: _bad(rows, 1, **{schema.EMBEDDING: np.r_[np.zeros(5), np.inf, np.zeros(762)].astype(np.float16)}),
+     "row 1 holds inf at index 5", "must be finite"),
 ])
 def test_errors_name_the_file_the_column_and_the_row(tmp_path, change, column, expected):
     path = _write_frame(tmp_path / "part-2_split-0.feather", change(_click_rows()))
@@ -133,6 +137,36 @@ def test_errors_name_the_file_the_column_and_the_row(tmp_path, change, column, e
         read_sessions(path, "both")
     message = str(error.value)
     assert path in message and column in message and expected in message
+
+
+def test_a_nan_feature_is_refused_with_its_column_and_row(tmp_path):
+    """pandas writes a NaN as null (refused as such); a file written otherwise can hold a NaN value."""
+    path = _write_frame(tmp_path / "part-1_split-0.feather", _click_rows())
+    table = feather.read_table(path)
+    bm25 = table.column("bm25").to_pylist()
+    bm25[9] = float("nan")
+    index = table.schema.get_field_index("bm25")
+    feather.write_feather(table.set_column(index, "bm25", pa.array(bm25, pa.float64())), path)
+    assert feather.read_table(path).column("bm25").null_count == 0
+    with pytest.raises(BaiduSchemaError, match=r"part-1_split-0.feather: column 'bm25' row 9 is nan: features must "
+                                               r"be finite"):
+        read_sessions(path)
+
+
+def test_the_kind_of_a_file_is_its_layout_name_or_given(tmp_path):
+    """A cached copy with a hashed name reads with its kind given, and is refused without; a file read as the other
+    kind is refused, naming what it holds."""
+    hashed = _write_frame(tmp_path / "3f9a0c1e7b.feather", _click_rows())
+    with pytest.raises(ValueError, match=r"3f9a0c1e7b.feather: its name does not say what it holds.*kind='clicks'"):
+        read_sessions(hashed)
+    assert read_sessions(hashed, kind="clicks").kind == "clicks" and session_count(hashed) == 3
+    with pytest.raises(BaiduSchemaError, match=r"3f9a0c1e7b.feather holds click sessions \(a 'click' column, no "
+                                               r"'label'\), not annotations"):
+        read_sessions(hashed, kind="annotations")
+    for name, kind in (("part-0_split-9.feather", "clicks"), ("validation.feather", "annotations")):
+        assert schema.file_kind(str(tmp_path / "parts" / name)) == kind
+    with pytest.raises(ValueError, match="validation-copy.feather: its name does not say"):
+        schema.file_kind("validation-copy.feather")  # a name that only starts like one
 
 
 def test_labels_outside_0_4_are_refused_with_their_row(tmp_path):

@@ -66,6 +66,27 @@ def test_feed_replays_every_logged_session_at_its_logged_positions(baidu_data):
     assert sorted(seen) == [f * BUCKET_FILE_STRIDE + r for f in range(2) for r in range(counts[f])]  # each once
 
 
+def test_clickless_keep_feeds_the_sessions_without_a_click_that_main_py_skips(baidu_data):
+    """One pass over the log in one batch: the default leaves out every session without a click in the first N
+    positions (main.py's check_validation), clickless=keep feeds them all; only keep enters the run's identity."""
+    from ultra_multr.config import identity, parse_hparams
+    from ultra_multr.feeds.baidu import BaiduSessionFeedHParams
+
+    log, data_dir, patterns = baidu_data
+    stub = ultra.utils.read_data(data_dir, "train", None, 0)
+    sessions = [baidu.read_sessions(path) for path in log.train_files]
+    total = sum(len(s) for s in sessions)
+    clicked = sum(int((s.clicks.sum(1) > 0).sum()) for s in sessions)
+    assert 0 < clicked < total
+    for choice, size in (("skip", clicked), ("keep", total)):
+        feed = BaiduSessionFeed(_Model(), size, "log_files=%s,seed=1,standardize=none,clickless=%s" % (patterns, choice))
+        _, info = feed.get_batch(stub, check_validation=True)
+        assert len(set(info["rank_list_idxs"])) == size  # every session of the pass once
+        assert sum(sum(clicks) == 0 for clicks in info["click_list"]) == size - clicked
+    assert "clickless" not in identity(parse_hparams(BaiduSessionFeedHParams, "log_files=x"), "run")
+    assert identity(parse_hparams(BaiduSessionFeedHParams, "log_files=x,clickless=keep"), "run")["clickless"] == "keep"
+
+
 def test_stub_views_split_the_sessions_into_disjoint_buckets(baidu_data):
     from ultra_multr.feeds.arrays import query_subset
 
@@ -132,11 +153,23 @@ def test_main_py_trains_on_the_logged_sessions(ultra_main, baidu_data, tmp_path,
 
     assert Standardizer.load(os.path.join(model_dir, STATS_JSON)).same_as(
         Standardizer.load(os.path.join(data_dir, STATS_JSON)))
+    # the examination the ranker clicks with, recorded for each validated step (the last by the exit handler)
+    checkpoint = os.path.join(model_dir, "%s.ckpt" % algorithm)
+    steps = json.load(open(checkpoint + ".examination.json"))["by_step"]
+    assert sorted(steps, key=int) == ["3", "6"] and all(len(e) == 10 and max(e) <= 1 for e in steps.values())
+    assert str(json.load(open(checkpoint + ".progress.json"))["checkpoint_step"]) in steps
     if algorithm.endswith("MULTR"):
         assert phases["simulator_train"]["lists"] == 4 * 16
         assert "user simulator: step 4/4" in log
         _check_heldout_click_log_likelihood(log_files=(generated.train_files, generated.test_files), model_dir=model_dir,
                                             out=str(tmp_path / "click_ll"))
+        from ultra_multr.click_logs.baidu_click_ll import evaluate as click_metrics
+
+        settings = json.load(open(os.path.join(str(tmp_path), "MULTR.json")))
+        ranker = click_metrics(None, generated.train_files, generated.test_files, str(tmp_path / "ranker_ll"),
+                               ranker=(settings, model_dir))
+        assert set(ranker) == {"ultra_multr.MULTR", "position CTR"}
+        assert np.isfinite(ranker["ultra_multr.MULTR"]["click_nll"]) and ranker["ultra_multr.MULTR"]["click_nll"] > 0
         return
     # The benchmark's metrics on the annotated test queries, from the feather file ...
     from ultra_multr.experiments.evaluate import evaluate_run
@@ -192,10 +225,13 @@ def _check_heldout_click_log_likelihood(log_files, model_dir, out):
                 for position, click in session.items():
                     clicks[position] += click
                     shown[position] += 1
-        ctr = clicks / np.maximum(shown, 1)
+        ctr = (clicks + 1) / (shown + 2)
         rows = list(filter(keep, heldout))
         expected = np.mean([sum(np.log(ctr[p]) if c else np.log(1 - ctr[p]) for p, c in s.items()) for s in rows])
         assert found["position CTR"]["log_likelihood"] == pytest.approx(expected, rel=1e-6)
+        # the benchmark's click NLL: each session's mean cross-entropy over its documents, then the mean
+        nll = np.mean([-np.mean([np.log(ctr[p]) if c else np.log(1 - ctr[p]) for p, c in s.items()]) for s in rows])
+        assert found["position CTR"]["click_nll"] == pytest.approx(nll, rel=1e-6)
         assert found["MULTR simulator"]["sessions"] == len(rows)
     assert 0 < clicked["position CTR"]["sessions"] < n_heldout  # the log has click-less sessions: the populations differ
     assert os.path.isfile(os.path.join(out, "click_log_likelihood.json"))
@@ -339,7 +375,7 @@ def test_heldout_split_is_ultr_reproducibility_split():
         heldout_split(1)
 
 
-def test_reproducibility_protocol_converts_validation_clicks_and_all_annotations(baidu_data, tmp_path):
+def test_reproducibility_protocol_converts_validation_clicks_and_all_annotations(baidu_data, tmp_path, capsys):
     from ultra_multr.click_logs.baidu_convert import CONVERSION_JSON, heldout_rows
 
     log, _, patterns = baidu_data
@@ -347,6 +383,7 @@ def test_reproducibility_protocol_converts_validation_clicks_and_all_annotations
     heldout = ";".join(log.test_files)
     assert convert_main(["--annotations", log.validation_file, "--log_files", patterns, "--out", out,
                          "--stub_lists", "10", "--protocol", "reproducibility", "--heldout_files", heldout]) == 0
+    said = capsys.readouterr().out
     record = json.load(open(os.path.join(out, CONVERSION_JSON)))
     assert record["protocol"] == "reproducibility" and record["seed"] == 381
     validation = heldout_rows(list(log.test_files), 381, "validation")
@@ -357,6 +394,8 @@ def test_reproducibility_protocol_converts_validation_clicks_and_all_annotations
     clicked = sum(int((baidu.read_sessions(p).clicks[validation[p]].sum(1) > 0).sum()) for p in log.test_files)
     valid = ultra.utils.read_data(out + "/", "valid", None, 0)
     assert len(valid.initial_list) == clicked  # ULTRA keeps the sessions with a click
+    written = sum(len(validation[p]) for p in log.test_files)
+    assert written > clicked and "valid %d held-out sessions (%d with a click;" % (written, clicked) in said
     graded = baidu.read_sessions(log.validation_file, top_n=None)
     assert len(ultra.utils.read_data(out + "/", "test", None, 0).initial_list) == len(graded) - int(
         (graded.clicks.max(1) == 0).sum())  # every annotated query (ULTRA's reader drops those without a label)
@@ -365,6 +404,32 @@ def test_reproducibility_protocol_converts_validation_clicks_and_all_annotations
                       "--protocol", "reproducibility", "--heldout_files", "x", "--valid_share", "x"])
     assert convert_main(["--annotations", log.validation_file, "--log_files", patterns, "--out", out,
                          "--protocol", "reproducibility"]) == 2  # held-out files required
+
+
+def test_reproducibility_protocol_keeps_every_position_up_to_50(tmp_path, capsys):
+    """--top_n auto: the click files' deepest position, at most ultr-reproducibility's 50; the stub's first list is
+    extended by placeholder documents so that main.py's lists have that many positions (gaps close up in ULTRA's
+    lists, so no written list need reach it)."""
+    import pyarrow.feather as feather
+
+    from ultra_multr.click_logs.baidu_convert import CONVERSION_JSON, MAX_POSITIONS, PLACEHOLDER
+
+    log = write_baidu_log(str(tmp_path / "log"), n_queries=10, n_sessions=40, n_test_sessions=12, n_annotated=6,
+                          n_positions=56, seed=4, missing_doc_prob=0.3)
+    deepest = max(int(feather.read_table(p, columns=["position"]).column("position").to_numpy().max())
+                  for p in log.train_files + log.test_files)
+    assert deepest > MAX_POSITIONS
+    out = str(tmp_path / "data")
+    assert convert_main(["--annotations", log.validation_file, "--log_files", ";".join(log.train_files), "--out",
+                         out, "--protocol", "reproducibility", "--heldout_files", ";".join(log.test_files)]) == 0
+    assert "50 positions (the click files' deepest position: %d)" % deepest in capsys.readouterr().out
+    record = json.load(open(os.path.join(out, CONVERSION_JSON)))
+    assert record["top_n"] == MAX_POSITIONS and record["deepest_position"] == deepest
+    stub = ultra.utils.read_data(out + "/", "train", None, 0)
+    assert stub.rank_list_size == MAX_POSITIONS
+    first = [stub.dids[i] for i in stub.initial_list[0]]
+    assert first[-1].startswith(PLACEHOLDER) and not any(d.startswith(PLACEHOLDER) for d in sum(
+        ([stub.dids[i] for i in docs] for docs in stub.initial_list[1:]), []))
 
 
 @pytest.mark.slow

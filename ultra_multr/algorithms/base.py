@@ -18,6 +18,7 @@ objective computes nothing more.
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import math
 import random
@@ -30,6 +31,7 @@ import torch
 from ultra.learning_algorithm.base_algorithm import BaseAlgorithm
 
 from ultra_multr import tensorboard
+from ultra_multr.algorithms.examination import record_examination
 from ultra_multr.batch import Batch, batch_from_input_feed
 from ultra_multr.compat import runtime
 from ultra_multr.compat.model_dir import check_model_dir
@@ -37,10 +39,18 @@ from ultra_multr.compat.settings_check import CLICK_LOSS_OBJECTIVE, check_settin
 from ultra_multr.compat.startup import PROCESS_STARTED
 from ultra_multr.config import parse_hparams, require
 from ultra_multr.data import checks
-from ultra_multr.session_budget import record_ranker_losses
+from ultra_multr.session_budget import LEDGER, record_ranker_losses
 
 LOGGER = logging.getLogger("ultra_multr")
-GRAD_STRATEGIES = ("ada", "sgd")
+#: The ranker's optimizers (``grad_strategy``): Adagrad (ULTRA's default), SGD, and AdamW with optax.adamw's defaults
+#: (betas 0.9 / 0.999, eps 1e-8, decoupled weight decay 1e-4), the optimizer ultr-reproducibility trains with
+#: (``optax.adamw(learning_rate=config.lr)`` in its main.py at 78d8060).
+OPTIMIZER_CLASSES: Dict[str, Callable[..., torch.optim.Optimizer]] = {
+    "ada": torch.optim.Adagrad,
+    "sgd": torch.optim.SGD,
+    "adamw": lambda params, lr: torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-4),
+}
+GRAD_STRATEGIES = tuple(OPTIMIZER_CLASSES)
 
 
 def ensure_console_logging() -> None:
@@ -72,7 +82,7 @@ class AlgorithmConfig:
         learning_rate: ranker learning rate.
         max_gradient_norm: clip each parameter group's gradient norm (<= 0: off).
         l2_loss: L2 weight on the ranker's parameters.
-        grad_strategy: "ada" (Adagrad, ULTRA's default) or "sgd".
+        grad_strategy: "ada" (Adagrad, ULTRA's default), "sgd" or "adamw" (:data:`OPTIMIZER_CLASSES`).
         rebuild_optimizer_each_step: ULTRA's DLA builds a new Adagrad every
             step, which makes every update ``lr * sign(grad)``; True
             reproduces that for parity with published ULTRA numbers.
@@ -129,7 +139,7 @@ class Optimizers:
     Args:
         groups: (parameters, learning rate) pairs, each stepped by its own
             optimizer with its own gradient-norm clipping (as DLA does).
-        grad_strategy: "ada" or "sgd".
+        grad_strategy: one of :data:`GRAD_STRATEGIES`.
         max_gradient_norm: clip threshold (<= 0: no clipping).
         rebuild_each_step: recreate the optimizers before every step
             (ULTRA's behaviour, kept for parity only).
@@ -142,7 +152,7 @@ class Optimizers:
         max_gradient_norm: float,
         rebuild_each_step: bool = False,
     ) -> None:
-        factory = torch.optim.Adagrad if grad_strategy == "ada" else torch.optim.SGD
+        factory = OPTIMIZER_CLASSES[grad_strategy]
         self._make: Callable[[], List[torch.optim.Optimizer]] = lambda: [
             factory(params, lr=lr) for params, lr in groups
         ]
@@ -202,6 +212,10 @@ class PluginAlgorithm(BaseAlgorithm):
         if args is not None and not args.test_only:  # before any phase of training (MULTR's simulator comes first)
             self._check_list_size()
         self._progress = check_model_dir(args, exp_settings, self.feature_size) if args is not None else None
+        #: main.py validates (and may save the ranker) every this many updates (0: not run by main.py)
+        self.validates_every = int(args.steps_per_checkpoint) if args is not None else 0
+        if self._progress is not None:  # main.py validates (and may save) once more after the last update
+            atexit.register(self._record_examination)
         self.letor_features_name = "letor_features"
         self.docid_inputs_name = ["docid_input{0}".format(i) for i in range(self.max_candidate_num)]
         self.labels_name = ["label{0}".format(i) for i in range(self.max_candidate_num)]
@@ -264,6 +278,12 @@ class PluginAlgorithm(BaseAlgorithm):
         """Curves (TensorBoard tag -> value) to log after each step besides the losses."""
         return {}
 
+    def click_examination(self) -> Optional[torch.Tensor]:
+        """[N] e_r = P(examined | rank r) of the algorithm's click model ``P(click) = e_r * sigmoid(score)``, each in
+        (0, 1], as the Baidu-ULTR benchmark's click metric reads it (:mod:`ultra_multr.algorithms.examination`);
+        None (this default): the algorithm has no such click model."""
+        return None
+
     # -- shared helpers --------------------------------------------------
     def batch(self, input_feed: Dict[str, np.ndarray], list_size: int) -> Batch:
         return batch_from_input_feed(
@@ -299,6 +319,7 @@ class PluginAlgorithm(BaseAlgorithm):
         self.prepare()
         if self._progress is not None:  # which step main.py's checkpoint holds
             self._progress.step(self.global_step)
+            self._record_examination()
         if not self.updates_started:
             self.updates_started = True
             LOGGER.info("ranker: first update starts %.1f s after the process started", time.time() - PROCESS_STARTED)
@@ -335,6 +356,16 @@ class PluginAlgorithm(BaseAlgorithm):
                 ", ".join("%s %.4f" % kv for kv in parts.items()),
             )
         return value, None, self.train_summary
+
+    def _record_examination(self) -> None:
+        """Record :meth:`click_examination` beside main.py's checkpoint when main.py has just validated: its ranker may
+        be the one main.py saved (main.py validates every ``--steps_per_checkpoint`` updates; not a pilot's
+        updates, which count in another phase)."""
+        if self.global_step == 0 or self.global_step % self.validates_every or LEDGER.phase != "ranker":
+            return
+        examination = self.click_examination()
+        if examination is not None:
+            record_examination(self._progress.checkpoint, self.global_step, examination.detach().cpu().tolist())
 
     def validation(self, input_feed: Dict[str, np.ndarray], is_online_simulation: bool = False):
         """Scores all candidates; returns (None, scores [B, L], metrics).

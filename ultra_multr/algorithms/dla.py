@@ -87,15 +87,24 @@ class DLA(PluginAlgorithm):
         probs = losses.logits_to_probability(logits, mask, self.hparams.logits_to_prob)
         return losses.ipw_weights(probs, mask, self.hparams.max_propensity_weight)
 
-    def training_curves(self) -> Dict[str, float]:
-        """The learned propensity per position, softmax (or sigmoid) normalised as for the
-        weights and relative to position 1: ``propensity/position_01`` .. ``_N``."""
+    def relative_propensities(self) -> torch.Tensor:
+        """[N] the learned propensity per position, softmax (or sigmoid) normalised as for the weights and relative
+        to position 1."""
         with torch.no_grad():
             logits = self.propensity_model(torch.zeros(self.rank_list_size, 1, device=self.device))
             mask = torch.ones_like(logits, dtype=torch.bool)
             probs = losses.logits_to_probability(logits, mask, self.hparams.logits_to_prob)[0]
-        relative = (probs / probs[0]).tolist()
+        return probs / probs[0]
+
+    def training_curves(self) -> Dict[str, float]:
+        """:meth:`relative_propensities`: ``propensity/position_01`` .. ``_N``."""
+        relative = self.relative_propensities().tolist()
         return {"propensity/position_%02d" % (i + 1): value for i, value in enumerate(relative)}
+
+    def click_examination(self) -> Optional[torch.Tensor]:
+        """:meth:`relative_propensities`, at most 1: DLA learns the examination up to a factor, and position 1
+        is examined (ultr-reproducibility's DLA predicts no clicks; this is the factor that makes it one)."""
+        return self.relative_propensities().clamp(max=1.0)
 
     def ranking_loss(
         self, batch: Batch, scores: torch.Tensor, weights: torch.Tensor

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 
@@ -116,6 +116,10 @@ class IPW(PluginAlgorithm):
             )
         what = "click_model_json of the training feed (the default source of %s's propensities)" % name
         return click_model_propensities(feed_json, n, what)
+
+    def click_examination(self) -> Optional[torch.Tensor]:
+        """The given propensities."""
+        return self.examination
 
     def ranking_loss(
         self, batch: Batch, scores: torch.Tensor, weights: torch.Tensor

@@ -1,7 +1,7 @@
 """Naive and Oracle: listwise softmax on the feed's labels as they are (ULTRA's ``NavieAlgorithm``)."""
 from __future__ import annotations
 
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 
@@ -17,6 +17,11 @@ class Naive(PluginAlgorithm):
     ``oracle_mode=true`` (relevance labels) it is the Oracle.
     Hyper-parameters: those of :class:`~ultra_multr.algorithms.base.AlgorithmConfig`.
     """
+
+    def click_examination(self) -> Optional[torch.Tensor]:
+        """Every rank examined: clicks are ``sigmoid(score)`` (ultr-reproducibility's Naive clicks with its
+        relevance logits)."""
+        return torch.ones(self.rank_list_size, device=self.device)
 
     def training_loss(self, batch: Batch) -> Tuple[torch.Tensor, Dict[str, float]]:
         scores = self.scores(batch)

@@ -5,7 +5,7 @@ ULTRA has no PAL; the ranking uses the relevance tower alone.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
@@ -67,6 +67,11 @@ class PAL(PluginAlgorithm):
             (list(self.position_model.parameters()), rate if rate > 0 else self.hparams.learning_rate),
             (list(self.model.parameters()), self.hparams.learning_rate),
         ]
+
+    def click_examination(self) -> Optional[torch.Tensor]:
+        """P(seen | position): the position tower."""
+        with torch.no_grad():
+            return torch.sigmoid(self.position_model())
 
     def training_loss(self, batch: Batch) -> Tuple[torch.Tensor, Dict[str, float]]:
         scores = self.scores(batch)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 
@@ -65,6 +65,10 @@ class REM(PluginAlgorithm):
         P(R=1 | C) itself (it is linear in the target); no draw, no M-step."""
         scores, p_relevant, _ = self.posteriors(batch)
         return losses.sigmoid_cross_entropy(scores, p_relevant, batch.mask)
+
+    def click_examination(self) -> Optional[torch.Tensor]:
+        """Its examination estimates."""
+        return self.examination
 
     def training_loss(self, batch: Batch) -> Tuple[torch.Tensor, Dict[str, float]]:
         scores, p_relevant, p_examined = self.posteriors(batch)

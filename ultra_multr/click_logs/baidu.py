@@ -12,10 +12,14 @@ missing text and kept their positions, so a session can have gaps; a gap is
 a masked slot (documents after it keep their rank).  Annotated queries have
 no position: their documents fill the slots in file order.
 
+A file's kind (click sessions or annotations) is given by the caller, or
+read from its name as the release names its files
+(:func:`~ultra_multr.click_logs.baidu_schema.file_kind`).
+
 pyarrow (optional extra ``logs``) is imported when a file is read.  A file
-whose columns cannot be read as the release's types is refused with a
-:class:`BaiduSchemaError` naming the file, the column and, for a bad value,
-the row.
+whose columns cannot be read as the release's types, or whose features are
+not finite, is refused with a :class:`BaiduSchemaError` naming the file, the
+column and, for a bad value, the row.
 """
 from __future__ import annotations
 
@@ -30,6 +34,10 @@ from ultra_multr.click_logs import baidu_schema as schema
 
 #: Feature choices: the lexical features, the embedding, or both (lexical first).
 FEATURE_SETS = ("lexical", "embedding", "both")
+
+
+#: Each kind of file in words.
+_KIND_WORDS = {"clicks": "click sessions", "annotations": "annotations"}
 
 
 class BaiduSchemaError(ValueError):
@@ -85,8 +93,14 @@ def check_schema(path: str, found, kind: str, columns: Sequence[str]) -> None:
     """Each of ``columns`` is in ``found`` (a pyarrow schema) with a type readable as the release's.
 
     Raises:
-        BaiduSchemaError: naming the file, the column, the expected and the found type.
+        BaiduSchemaError: naming the file, the column, the expected and the found type (or the file's kind, when
+            it holds the other kind's target column).
     """
+    targets = {"clicks": "click", "annotations": "label"}
+    other = "annotations" if kind == "clicks" else "clicks"
+    if targets[kind] in columns and targets[kind] not in found.names and targets[other] in found.names:
+        raise BaiduSchemaError("%s holds %s (a %r column, no %r), not %s"
+                               % (path, _KIND_WORDS[other], targets[other], targets[kind], _KIND_WORDS[kind]))
     for name in columns:
         notation = schema.FILE_KINDS[kind][name]
         if name not in found.names:
@@ -156,8 +170,33 @@ def _click_slots(path: str, table, session: np.ndarray, starts: np.ndarray) -> n
     return position - 1
 
 
+def _lexical(path: str, table) -> np.ndarray:
+    """[R, 12] float64 the lexical features, as stored.
+
+    Raises:
+        BaiduSchemaError: a value that is NaN, infinite or beyond float32's range (the features are read as
+            float32), naming its column and row.
+    """
+    lexical = np.stack([_column(path, table, name, np.float64) for name in schema.LEXICAL_FEATURES], axis=1)
+    finite = np.isfinite(lexical)
+    bad = np.argwhere(~finite | (np.abs(np.where(finite, lexical, 0.0)) > np.finfo(np.float32).max))
+    if len(bad):
+        row, column = (int(i) for i in bad[0])
+        raise BaiduSchemaError("%s: column %r row %d is %r: features must be finite numbers within float32's range"
+                               % (path, schema.LEXICAL_FEATURES[column], row, lexical[row, column].item()))
+    return lexical
+
+
+#: Rows of the embedding checked at a time (bounds the check's temporary memory).
+_FINITE_CHECK_ROWS = 65536
+
+
 def _embedding(path: str, table) -> np.ndarray:
-    """[R, 768] float16 the embedding column (one list per row)."""
+    """[R, 768] float16 (float32 if stored wider) the embedding column (one list per row).
+
+    Raises:
+        BaiduSchemaError: a list of another length, or a value that is not finite (naming its row).
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -171,7 +210,14 @@ def _embedding(path: str, table) -> np.ndarray:
     values = column.flatten()
     if values.type != pa.float16():
         values = values.cast(pa.float32())
-    return values.to_numpy(zero_copy_only=False).reshape(-1, schema.EMBEDDING_SIZE)
+    embedding = values.to_numpy(zero_copy_only=False).reshape(-1, schema.EMBEDDING_SIZE)
+    for start in range(0, len(embedding), _FINITE_CHECK_ROWS):
+        bad = np.argwhere(~np.isfinite(embedding[start:start + _FINITE_CHECK_ROWS]))
+        if len(bad):
+            row, index = int(bad[0][0]) + start, int(bad[0][1])
+            raise BaiduSchemaError("%s: column %r row %d holds %r at index %d: features must be finite numbers"
+                                   % (path, schema.EMBEDDING, row, embedding[row, index].item(), index))
+    return embedding
 
 
 def signed_log1p(values: np.ndarray) -> np.ndarray:
@@ -201,10 +247,22 @@ def columns_read(kind: str, features: str) -> List[str]:
     return wanted
 
 
-def check_files(paths: Sequence[str], features: str = "lexical") -> List[int]:
+def resolve_kind(path: str, kind: Optional[str]) -> str:
+    """``kind`` ("clicks" or "annotations"), or the kind the file's name gives when it is None.
+
+    Raises:
+        ValueError: an unknown kind, or None for a file whose name does not say.
+    """
+    return schema.file_kind(path) if kind is None else schema.check_kind(kind)
+
+
+def check_files(paths: Sequence[str], features: str = "lexical", kind: Optional[str] = None) -> List[int]:
     """Check every file before anything is trained on them: each opens as feather, has the columns
     :func:`read_sessions` reads, of readable types, and holds at least one row (from the file's metadata: no
     column is read).  Returns each file's row count.
+
+    Args:
+        kind: of every file (None: each file's name says, :func:`resolve_kind`).
 
     Raises:
         BaiduSchemaError: naming the file and the column, or the empty file.
@@ -215,39 +273,42 @@ def check_files(paths: Sequence[str], features: str = "lexical") -> List[int]:
     check_feature_set(features)
     rows = []
     for path in paths:
-        kind = schema.file_kind(path)
+        file_kind = resolve_kind(path, kind)
         found = _open(path)
         with pa.memory_map(path) as source:
             reader = pa.ipc.open_file(source)
             count = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
         if count == 0:  # before the types: an empty frame's text columns are written as type null
             raise BaiduSchemaError("%s: the file holds no row (no session to read)" % path)
-        check_schema(path, found, kind, columns_read(kind, features))
+        check_schema(path, found, file_kind, columns_read(file_kind, features))
         rows.append(count)
     return rows
 
 
-def read_sessions(path: str, features: str = "lexical", top_n: Optional[int] = 10, log1p_lexical: bool = True
-                  ) -> Sessions:
+def read_sessions(path: str, features: str = "lexical", top_n: Optional[int] = 10, log1p_lexical: bool = True,
+                  kind: Optional[str] = None) -> Sessions:
     """Read one Baidu-ULTR feather file (see the module docstring).
 
     Args:
-        path: a ``part-{p}_split-{s}.feather`` (clicks) or ``validation.feather`` (annotations) file.
+        path: a file of click sessions or of annotations.
         features: "lexical" (12), "embedding" (768) or "both" (780, lexical first).
         top_n: N, the slots kept per session (None: up to the largest position, or the longest
             annotated query).
         log1p_lexical: scale the lexical features by :func:`signed_log1p`.
+        kind: "clicks" or "annotations" (None: the file's name says, :func:`resolve_kind`).
 
     Raises:
         BaiduSchemaError: a needed column is missing or of another type, ``query_md5`` changes within a
-            session, a position < 1 or repeated, a label outside 0-4, an embedding not 768 long.
+            session, a position < 1 or repeated, a label outside 0-4, an embedding not 768 long, a feature
+            that is not finite.
         FileNotFoundError: no such file.
+        ValueError: no ``kind`` for a file whose name does not say.
     """
     import pyarrow.feather as feather
 
     check_feature_set(features)
+    kind = resolve_kind(path, kind)
     found = _open(path)
-    kind = schema.file_kind(path)
     target = "click" if kind == "clicks" else "label"
     wanted = columns_read(kind, features)
     check_schema(path, found, kind, wanted)
@@ -278,7 +339,7 @@ def read_sessions(path: str, features: str = "lexical", top_n: Optional[int] = 1
     documents = np.zeros((len(n), width, feature_size(features)), dtype=np.float32)
     lexical_width = 0
     if features != "embedding":
-        lexical = np.stack([_column(path, table, name, np.float32) for name in schema.LEXICAL_FEATURES], axis=1)
+        lexical = _lexical(path, table).astype(np.float32)
         lexical_width = lexical.shape[1]
         documents[rows, slots, :lexical_width] = (signed_log1p(lexical) if log1p_lexical else lexical)[keep]
     if features != "lexical":
@@ -303,9 +364,19 @@ def session_count(path: str) -> int:
     import pyarrow.feather as feather
 
     found = _open(path)
-    check_schema(path, found, schema.file_kind(path), [schema.SESSION_KEY])
+    check_schema(path, found, "clicks", [schema.SESSION_KEY])  # the same column in either kind of file
     table = feather.read_table(path, columns=[schema.SESSION_KEY], memory_map=True)
     return len(session_runs(_column(path, table, schema.SESSION_KEY, np.int64))[0])
+
+
+def deepest_position(path: str) -> int:
+    """The largest logged ``position`` of a click file, read from that column alone."""
+    import pyarrow.feather as feather
+
+    found = _open(path)
+    check_schema(path, found, "clicks", ["position"])
+    table = feather.read_table(path, columns=["position"], memory_map=True)
+    return int(_column(path, table, "position", np.int64).max(initial=0))
 
 
 def log_files(patterns: Sequence[str]) -> List[str]:
@@ -324,7 +395,7 @@ def log_files(patterns: Sequence[str]) -> List[str]:
 
 
 def iter_sessions(paths: Sequence[str], features: str = "lexical", top_n: Optional[int] = 10,
-                  log1p_lexical: bool = True) -> Iterator[Sessions]:
+                  log1p_lexical: bool = True, kind: Optional[str] = None) -> Iterator[Sessions]:
     """:func:`read_sessions` of each file in turn (one file in memory at a time)."""
     for path in paths:
-        yield read_sessions(path, features, top_n, log1p_lexical)
+        yield read_sessions(path, features, top_n, log1p_lexical, kind)

@@ -1,64 +1,137 @@
-"""Click log-likelihood on held-out Baidu-ULTR sessions (the benchmark's click metric), per file, one file in memory.
+"""The Baidu-ULTR benchmark's click metrics on held-out sessions, for any trained click model, one file in memory.
 
-Scores :mod:`ultra_multr.click_models.evaluation` session models on logged
-sessions: each held-out session is its own list (its documents at their
-logged positions: a gap the release's writer left is a slot never shown, scored
-nowhere), and a model predicts ``P(c_t | c_<t)`` at every shown position:
+Each held-out session is its own list: its documents at their logged positions (a gap the release's writer
+left is a rank never shown, scored nowhere), its logged clicks.  A model gives ``ln P(c_r = 1)`` at every
+shown rank, and :mod:`ultra_multr.click_metrics` scores it:
 
-* ``MULTR simulator``: the user simulator MULTR trained (its checkpoint);
-* ``position CTR``: a click model of the position alone, the training
-  sessions' click-through rate per logged position (a :class:`FittedPBM` with
-  attractiveness 1), the floor any click model should beat.
+* ``click_nll``: the benchmark's click metric (ultr-reproducibility's ``nll``): per session the mean binary
+  cross-entropy of its shown documents, then the mean over sessions (nats);
+* ``perplexity`` and ``perplexity_per_rank``: CLAX's per-rank perplexity and its mean over ranks;
+* ``log_likelihood``: ours, kept beside them: the mean over sessions of the summed log-likelihood.
 
-Numbers (nats): log-likelihood per session (mean over sessions of the sum
-over shown positions), per position (mean over the sessions showing it) and
-the perplexity per position ``exp(-LL_t)`` with its mean over positions.
+The models:
 
-Two populations of sessions (``population``): ``all`` (the benchmark's), and
-``clicked``, the sessions with a click in the first N positions, the only
-ones MULTR's simulator is trained and early-stopped on (main.py draws
-training batches with ``check_validation=True``, which skips click-less
-sessions): the simulator models clicks *given* at least one, so on ``all``
-it over-predicts clicks by construction.  For ``clicked`` the floor is
-fitted on the training files' clicked sessions too.
+* a ranker with its examination (``--model_dir`` and ``--setting_file`` of a main.py training by any of our
+  algorithms with one: Naive, IPS, DLA, PAL, MULTR, ...): ``P(c_r) = e_r * sigmoid(score)``, ``e_r`` recorded
+  beside the checkpoint for its step (:mod:`ultra_multr.algorithms.examination`);
+* ``MULTR simulator`` (``--simulator``): the user simulator MULTR trained, ``P(c_r | the session's clicks above
+  r)`` (so its perplexity is CLAX's conditional perplexity);
+* ``position CTR``: the training sessions' click-through rate per logged position, ``(clicks + 1) / (shown + 2)``
+  (a rank whose training sessions had no click is not certain to get none), the floor any click model should
+  beat.
 
-Features are standardised as the simulator was trained (:mod:`ultra_multr.click_logs.standardize`):
-with the statistics stored beside its checkpoint (``feature_standardization.json`` in main.py's
---model_dir, which the feed writes), else none, or those of ``--standardization``.
+Two populations of sessions (``population``): ``all`` (the benchmark's), and ``clicked``, the sessions with a
+click in the first N positions (the floor fitted on the training files' clicked sessions too).  A MULTR
+simulator trained on main.py's default click stream saw only sessions with a click (``check_validation=True``
+skips the others unless the feed keeps them, :mod:`ultra_multr.feeds.baidu`): it over-predicts clicks on
+``all`` by construction.
 
-With ``--data_dir`` of a data directory converted with ``--protocol reproducibility``, only the
-test half of the held-out sessions is scored (ultr-reproducibility's click log-likelihood test; the
-other half is main.py's validation), by :func:`ultra_multr.click_logs.baidu_convert.heldout_rows`.
+Features are standardised as the model was trained (:mod:`ultra_multr.click_logs.standardize`): with the
+statistics in its main.py ``--model_dir`` (``feature_standardization.json``, which the feed writes), else none,
+or those of ``--standardization``.
 
-``python -m ultra_multr.click_logs.baidu_click_ll --simulator M/ultra_multr.MULTR.simulator.ckpt
---train_files 'parts/part-[123]_split-*.feather' --heldout_files 'parts/part-0_split-*.feather' --out O
-[--population clicked] [--data_dir D]``
+With ``--data_dir`` of a data directory converted with ``--protocol reproducibility``, only the test half of
+the held-out sessions is scored (ultr-reproducibility's click test; the other half is main.py's validation),
+by :func:`ultra_multr.click_logs.baidu_convert.heldout_rows`.
+
+``python -m ultra_multr.click_logs.baidu_click_ll [--simulator M/ultra_multr.MULTR.simulator.ckpt]
+[--model_dir M --setting_file M/settings.json] --train_files 'parts/part-[123]_split-*.feather'
+--heldout_files 'parts/part-0_split-*.feather' --out O [--population clicked] [--data_dir D]``
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
-import math
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 import torch
 
-from ultra_multr.click_models.evaluation import (
-    FittedPBM, QueryLists, SessionModel, Sessions, SimulatorModel, slot_log_likelihood,
-)
-from ultra_multr.files import atomic_write_text
-from ultra_multr.files import read_json
+from ultra_multr.algorithms.examination import checkpoint_examination
+from ultra_multr.click_metrics import ClickMetrics, ranker_log_click
+from ultra_multr.compat.model_dir import checkpoint_path
+from ultra_multr.experiments.evaluate import load_ranker
+from ultra_multr.files import atomic_write_text, read_json
 from ultra_multr.progress import progress
 from ultra_multr.simulator.checkpoint import check_compatible, load_simulator
 from ultra_multr.click_logs import baidu, standardize
 from ultra_multr.click_logs.baidu_convert import CONVERSION_JSON, heldout_rows
+from ultra_multr.click_logs.baidu_evaluate import score_annotations
 
 RESULT_JSON = "click_log_likelihood.json"
 #: population -> the result file's name
 RESULT_FILES = {"all": RESULT_JSON, "clicked": "click_log_likelihood_clicked.json"}
+#: Sessions per forward pass of the simulator (bounds memory).
+SIMULATOR_CHUNK = 4096
+
+
+class ClickPredictor(Protocol):
+    """A click model scored on logged sessions."""
+
+    name: str
+    #: N, the ranks it predicts
+    n_ranks: int
+
+    def log_click(self, sessions: baidu.Sessions) -> torch.Tensor:
+        """[S, N] float64 ln P(c_r = 1) at every rank of every session (given its clicks above r, for a model
+        whose clicks depend on them)."""
+
+
+@dataclasses.dataclass
+class RankerClicks:
+    """A trained ranker and its examination [N]: ``P(c_r) = e_r * sigmoid(score)``."""
+
+    name: str
+    model: torch.nn.Module
+    examination: torch.Tensor
+
+    @property
+    def n_ranks(self) -> int:
+        return int(self.examination.shape[0])
+
+    def log_click(self, sessions: baidu.Sessions) -> torch.Tensor:
+        return ranker_log_click(torch.from_numpy(score_annotations(self.model, sessions)), self.examination)
+
+
+@dataclasses.dataclass
+class SimulatorClicks:
+    """A trained user simulator: ``P(c_r | the session's clicks above r)``."""
+
+    simulator: torch.nn.Module
+    name: str = "MULTR simulator"
+
+    @property
+    def n_ranks(self) -> int:
+        return int(self.simulator.config.list_size)
+
+    def log_click(self, sessions: baidu.Sessions) -> torch.Tensor:
+        self.simulator.eval()
+        features, mask = torch.from_numpy(sessions.features), torch.from_numpy(sessions.mask)
+        clicks = torch.from_numpy(sessions.clicks)
+        parts = []
+        with torch.no_grad():
+            for start in range(0, len(sessions), SIMULATOR_CHUNK):
+                rows = slice(start, start + SIMULATOR_CHUNK)
+                logits = self.simulator.click_logits(features[rows], mask[rows], clicks[rows])
+                parts.append(torch.nn.functional.logsigmoid(logits.double()))
+        return torch.cat(parts) if parts else torch.zeros(mask.shape, dtype=torch.float64)
+
+
+@dataclasses.dataclass
+class PositionCTR:
+    """The click-through rate per rank [N] of the training sessions."""
+
+    ctr: torch.Tensor
+    name: str = "position CTR"
+
+    @property
+    def n_ranks(self) -> int:
+        return int(self.ctr.shape[0])
+
+    def log_click(self, sessions: baidu.Sessions) -> torch.Tensor:
+        return torch.log(self.ctr.double()).expand(len(sessions), -1)
 
 
 def select_rows(sessions: baidu.Sessions, rows: np.ndarray) -> baidu.Sessions:
@@ -74,7 +147,7 @@ def sessions_of(paths: Sequence[str], features: str, top_n: int, log1p_lexical: 
     ``population`` ("all" or "clicked"), standardised by ``stats`` (when given)."""
     if population not in RESULT_FILES:
         raise ValueError("population=%r: expected one of %s" % (population, ", ".join(RESULT_FILES)))
-    for sessions in progress(baidu.iter_sessions(paths, features, top_n, log1p_lexical), total=len(paths),
+    for sessions in progress(baidu.iter_sessions(paths, features, top_n, log1p_lexical, "clicks"), total=len(paths),
                              desc="click log-likelihood: files", unit="files"):
         if rows is not None:
             sessions = select_rows(sessions, rows[sessions.path])
@@ -83,77 +156,77 @@ def sessions_of(paths: Sequence[str], features: str, top_n: int, log1p_lexical: 
         yield sessions if stats is None else stats.apply_sessions(sessions)
 
 
-def as_lists(sessions: baidu.Sessions) -> tuple:
-    """(QueryLists, Sessions): every logged session is its own list."""
-    lists = QueryLists(torch.from_numpy(sessions.features), torch.zeros(sessions.mask.shape, dtype=torch.float64),
-                       torch.from_numpy(sessions.mask))
-    return lists, Sessions(torch.arange(len(sessions)), torch.from_numpy(sessions.clicks))
-
-
-def position_ctr(paths: Sequence[str], top_n: int, population: str = "all") -> FittedPBM:
-    """The ``position CTR`` model of the training files' ``population`` (clicks per shown position; one file
-    at a time)."""
+def position_ctr(paths: Sequence[str], top_n: int, population: str = "all") -> PositionCTR:
+    """The ``position CTR`` model of the training files' ``population``: ``(clicks + 1) / (shown + 2)`` per
+    position (one file at a time)."""
     clicks, shown = np.zeros(top_n), np.zeros(top_n)
     for sessions in sessions_of(paths, "lexical", top_n, True, population):
         clicks += sessions.clicks.sum(0)
         shown += sessions.mask.sum(0)
-    ctr = torch.from_numpy(clicks / np.maximum(shown, 1.0))
-    model = FittedPBM(ctr, torch.ones(1, top_n, dtype=torch.float64))  # one row: broadcast over the sessions
-    model.name = "position CTR"
-    return model
+    return PositionCTR(torch.from_numpy((clicks + 1.0) / (shown + 2.0)))
 
 
-def score_files(models: Sequence[SessionModel], paths: Sequence[str], features: str, top_n: int,
+def score_files(models: Sequence[ClickPredictor], paths: Sequence[str], features: str, top_n: int,
                 log1p_lexical: bool = True, population: str = "all",
                 stats: Optional[standardize.Standardizer] = None,
                 rows: Optional[Dict[str, np.ndarray]] = None) -> Dict[str, Dict]:
-    """Each model's held-out numbers (see the module docstring) over the ``population`` sessions of ``paths``
-    (those of ``rows`` when given)."""
-    totals = {m.name: {"sum": 0.0, "sessions": 0, "per_position": np.zeros(top_n), "shown": np.zeros(top_n)}
-              for m in models}
+    """Each model's :meth:`ClickMetrics.as_dict <ultra_multr.click_metrics.ClickMetrics.as_dict>` over the
+    ``population`` sessions of ``paths`` (those of ``rows`` when given), their first ``top_n`` ranks."""
+    totals = {model.name: ClickMetrics(top_n) for model in models}
     for sessions in sessions_of(paths, features, top_n, log1p_lexical, population, stats, rows):
-        lists, logged = as_lists(sessions)
+        clicks, mask = torch.from_numpy(sessions.clicks), torch.from_numpy(sessions.mask)
         for model in models:
-            log_lik = slot_log_likelihood(model.conditional_click_probs(lists, logged), logged, lists).numpy()
-            total = totals[model.name]
-            total["sum"] += float(log_lik.sum())
-            total["sessions"] += len(sessions)
-            total["per_position"] += log_lik.sum(0)
-            total["shown"] += sessions.mask.sum(0)
-    results = {}
-    for name, total in totals.items():
-        per_position = np.where(total["shown"] > 0, total["per_position"] / np.maximum(total["shown"], 1), math.nan)
-        perplexity = np.exp(-per_position)
-        results[name] = {
-            "log_likelihood": total["sum"] / max(total["sessions"], 1),
-            "log_likelihood_per_position": per_position.tolist(),
-            "perplexity": float(np.nanmean(perplexity)),
-            "perplexity_per_position": perplexity.tolist(),
-            "sessions": total["sessions"],
-        }
-    return results
+            totals[model.name].add(model.log_click(sessions), clicks, mask)
+    return {name: total.as_dict() for name, total in totals.items()}
 
 
-def evaluate(simulator_path: str, train_files: Sequence[str], heldout_files: Sequence[str], out_dir: str,
-             features: str = "lexical", top_n: int = 10, log1p_lexical: bool = True,
-             population: str = "all", standardization: Optional[str] = None,
-             data_dir: Optional[str] = None) -> Dict[str, Dict]:
-    """Score the simulator and the position CTR on the ``population`` sessions of ``heldout_files``; writes
-    ``out_dir/`` :data:`RESULT_FILES` ``[population]``.
+def ranker_clicks(settings: dict, model_dir: str, feature_size: int) -> RankerClicks:
+    """The ranker main.py saved in ``model_dir`` (``settings``: the settings it trained with) with the examination
+    recorded for its step, named after its learning algorithm."""
+    checkpoint = checkpoint_path(model_dir, settings["learning_algorithm"])
+    examination = torch.from_numpy(checkpoint_examination(checkpoint))
+    return RankerClicks(settings["learning_algorithm"], load_ranker(settings, model_dir, feature_size), examination)
+
+
+def evaluate(simulator_path: Optional[str], train_files: Sequence[str], heldout_files: Sequence[str], out_dir: str,
+             features: str = "lexical", top_n: Optional[int] = None, log1p_lexical: bool = True,
+             population: str = "all", standardization: Optional[str] = None, data_dir: Optional[str] = None,
+             ranker: Optional[Tuple[dict, str]] = None) -> Dict[str, Dict]:
+    """Score the simulator (when given), the ranker (when given) and the position CTR on the ``population``
+    sessions of ``heldout_files``; writes ``out_dir/`` :data:`RESULT_FILES` ``[population]``.
 
     Args:
-        standardization: the statistics' JSON (None: the one beside ``simulator_path``, else none).
+        top_n: N, the ranks scored (None: the models', the simulator's list size or the examination's length).
+        standardization: the statistics' JSON (None: the one in the model's directory, else none).
         data_dir: a data directory converted with ``--protocol reproducibility``: score only the test half
             of the held-out sessions (its ``heldout_files`` must be ``heldout_files``).
+        ranker: (the settings main.py trained with, its ``--model_dir``).
 
     Raises:
-        ValueError: the simulator's feature or list size does not fit ``features`` and ``top_n``, or
-            ``data_dir`` was converted with another protocol or other held-out files.
+        ValueError: no model and no ``top_n``; a model whose feature or list size does not fit ``features``
+            and N; ``data_dir`` converted with another protocol or other held-out files; a ranker without a
+            recorded examination.
     """
-    simulator, _ = load_simulator(simulator_path)
-    check_compatible(simulator.config, baidu.feature_size(features), top_n, simulator_path)
-    if standardization is None:
-        beside = os.path.join(os.path.dirname(os.path.abspath(simulator_path)), standardize.STATS_JSON)
+    models: List[ClickPredictor] = []
+    model_dir = None
+    if simulator_path is not None:
+        models.append(SimulatorClicks(load_simulator(simulator_path)[0]))
+        model_dir = os.path.dirname(os.path.abspath(simulator_path))
+    if ranker is not None:
+        models.append(ranker_clicks(ranker[0], ranker[1], baidu.feature_size(features)))
+        model_dir = ranker[1]
+    if top_n is None:
+        if not models:
+            raise ValueError("no model to take N from: give top_n")
+        top_n = min(model.n_ranks for model in models)
+    for model in models:
+        if isinstance(model, SimulatorClicks):
+            check_compatible(model.simulator.config, baidu.feature_size(features), top_n, simulator_path)
+        elif model.n_ranks < top_n:
+            raise ValueError("%s's examination covers %d ranks, fewer than the %d scored"
+                             % (model.name, model.n_ranks, top_n))
+    if standardization is None and model_dir is not None:
+        beside = os.path.join(model_dir, standardize.STATS_JSON)
         standardization = beside if os.path.isfile(beside) else None
     stats = standardize.Standardizer.load(standardization) if standardization else None
     rows = None
@@ -165,11 +238,11 @@ def evaluate(simulator_path: str, train_files: Sequence[str], heldout_files: Seq
             raise ValueError("--heldout_files %s are not the files %s split (%s)"
                              % (list(heldout_files), data_dir, conversion["heldout_files"]))
         rows = heldout_rows(list(heldout_files), conversion["seed"], "test")
-    models: List[SessionModel] = [SimulatorModel(simulator), position_ctr(train_files, top_n, population)]
+    models.append(position_ctr(train_files, top_n, population))
     results = score_files(models, heldout_files, features, top_n, log1p_lexical, population, stats, rows)
     record = {"heldout_files": list(heldout_files), "train_files": list(train_files), "population": population,
               "heldout_half": "test (reproducibility protocol, seed %d)" % conversion["seed"] if rows is not None else "all",
-              "standardization": standardization, "models": results}
+              "standardization": standardization, "ranks": top_n, "models": results}
     atomic_write_text(os.path.join(out_dir, RESULT_FILES[population]), json.dumps(record, indent=1) + "\n")
     return results
 
@@ -177,26 +250,32 @@ def evaluate(simulator_path: str, train_files: Sequence[str], heldout_files: Seq
 def main(argv: Sequence[str] = None) -> None:
     """Console script ``ultra-multr-baidu-click-ll``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--simulator", required=True, help="MULTR's simulator checkpoint (in main.py's --model_dir)")
+    parser.add_argument("--simulator", default=None, help="MULTR's simulator checkpoint (in main.py's --model_dir)")
+    parser.add_argument("--model_dir", default=None, help="main.py's --model_dir of a trained ranker to score")
+    parser.add_argument("--setting_file", default=None, help="the settings that ranker trained with")
     parser.add_argument("--train_files", required=True, help="glob patterns of the training click files, ';'-separated")
     parser.add_argument("--heldout_files", required=True, help="glob patterns of the held-out click files")
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--features", default="lexical", choices=baidu.FEATURE_SETS)
-    parser.add_argument("--top_n", type=int, default=10)
+    parser.add_argument("--top_n", type=int, default=None, help="ranks scored (default: the models')")
     parser.add_argument("--no_log1p", action="store_true")
     parser.add_argument("--population", choices=sorted(RESULT_FILES), default="all",
-                        help="all held-out sessions, or those with a click (the simulator's training population)")
+                        help="all held-out sessions, or those with a click")
     parser.add_argument("--standardization", default=None,
-                        help="the standardisation statistics (default: feature_standardization.json beside --simulator)")
+                        help="the standardisation statistics (default: feature_standardization.json in the model's "
+                             "directory)")
     parser.add_argument("--data_dir", default=None,
                         help="a data directory converted with --protocol reproducibility: score its test half only")
     args = parser.parse_args(argv)
+    if (args.model_dir is None) != (args.setting_file is None):
+        parser.error("--model_dir and --setting_file go together")
     split = lambda text: baidu.log_files([p for p in text.split(";") if p.strip()])  # noqa: E731
+    ranker = (read_json(args.setting_file), args.model_dir) if args.model_dir else None
     results = evaluate(args.simulator, split(args.train_files), split(args.heldout_files), args.out, args.features,
-                       args.top_n, not args.no_log1p, args.population, args.standardization, args.data_dir)
+                       args.top_n, not args.no_log1p, args.population, args.standardization, args.data_dir, ranker)
     for name, values in results.items():
-        print("%-16s held-out click log-likelihood %.4f per session, perplexity %.4f (%d sessions)"
-              % (name, values["log_likelihood"], values["perplexity"], values["sessions"]))
+        print("%-20s click NLL %.4f, perplexity %.4f, log-likelihood %.4f per session (%d sessions)"
+              % (name, values["click_nll"], values["perplexity"], values["log_likelihood"], values["sessions"]))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,10 @@ writes ``<out>/``:
 - ``train/``: a stub of ``--stub_lists`` lists, the first sessions with a click
   of the first click file (top ``--top_n`` positions, clicks as labels).  main.py must read
   a training split; the feed replays the log instead and uses the stub's lists
-  as session buckets (see :mod:`ultra_multr.feeds.baidu`);
+  as session buckets (see :mod:`ultra_multr.feeds.baidu`).  main.py's lists are as long
+  as the longest list it reads: when no list of the stub or of ``valid/`` holds N
+  documents (gaps close up there), the stub's first list is extended by
+  placeholder documents (no feature, label 0) to N, so main.py can show N positions;
 - ``settings.json``: the feature size of ``--features`` and max_label 4;
 - ``baidu_conversion.json``: the annotations file, features, scaling, share
   and seed, from which :mod:`ultra_multr.click_logs.baidu_evaluate` rebuilds the
@@ -37,6 +40,13 @@ writes ``<out>/``:
 Features are those the feed reads (same ``--features`` and lexical scaling), standardised per
 feature with statistics fitted on ``--log_files`` (:mod:`ultra_multr.click_logs.standardize`;
 ``<out>/feature_standardization.json``, named in ``main_settings.json``; ``--no_standardize``: off).
+``--dataset`` names the features as ultr-reproducibility's ``data=`` does (:data:`UPSTREAM_DATASETS`).
+
+Positions: ``--top_n`` N, the positions of a session kept (the feed's and main.py's list size);
+``auto`` (the ``reproducibility`` protocol's default) is the deepest logged position of the click
+files, at most :data:`MAX_POSITIONS` (ultr-reproducibility's ``positions: 50``); ``annotations``
+keeps its default of 10.  The files given as ``--annotations`` are read as annotations and those
+of ``--log_files`` / ``--heldout_files`` as click sessions, whatever their names.
 """
 from __future__ import annotations
 
@@ -45,7 +55,7 @@ import json
 import math
 import os
 import sys
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -100,6 +110,45 @@ PROTOCOLS = ("annotations", "reproducibility")
 OBJECTIVES = {"annotations": "ndcg_10", "reproducibility": CLICK_LOSS_OBJECTIVE}
 #: Each protocol's default --seed: ours 0; ultr-reproducibility's config/config.yaml ``random_state: 381``.
 DEFAULT_SEEDS = {"annotations": 0, "reproducibility": 381}
+#: ``--top_n`` that reads N from the click files (:func:`positions_of`).
+AUTO = "auto"
+#: Each protocol's default --top_n: ours the top 10; ultr-reproducibility's every position (see :data:`AUTO`).
+DEFAULT_TOP_N = {"annotations": 10, "reproducibility": AUTO}
+#: The most positions ``auto`` keeps: ultr-reproducibility's ``config/model/*.yaml`` ``positions: 50`` (the size of
+#: its position embedding, position 0 its padding).
+MAX_POSITIONS = 50
+#: ultr-reproducibility's ``data=`` names (``config/data/*.yaml`` at 78d8060): the release each reads and its
+#: ``features`` (``bert``: the embedding, ``ltr``: the 12 lexical features).
+UPSTREAM_DATASETS = {
+    "baidu": ("philipphager/baidu-ultr_baidu-mlm-ctr", "embedding"),
+    "uva": ("philipphager/baidu-ultr_uva-mlm-ctr", "embedding"),
+    "ltr": ("philipphager/baidu-ultr_baidu-mlm-ctr", "lexical"),
+}
+#: The id prefix of the placeholder documents that extend the stub's first list to N positions.
+PLACEHOLDER = "placeholder-"
+
+
+def positions_of(paths: Sequence[str]) -> tuple:
+    """(N, the deepest logged position): N = the deepest position of the click files ``paths``, at most
+    :data:`MAX_POSITIONS` (one column read per file)."""
+    deepest = max(baidu.deepest_position(path) for path in paths)
+    return min(deepest, MAX_POSITIONS), deepest
+
+
+def with_width(queries: List[RankedQuery], width: int) -> List[RankedQuery]:
+    """``queries``, the first extended by placeholder documents (no feature, label 0) to ``width`` documents when
+    none holds that many (main.py's lists are as long as the longest it reads)."""
+    if not queries or max(len(q.doc_ids) for q in queries) >= width:
+        return queries
+    first = queries[0]
+    extra = width - len(first.doc_ids)
+    return [RankedQuery(
+        qid=first.qid,
+        doc_ids=first.doc_ids + ["%s%d" % (PLACEHOLDER, k) for k in range(extra)],
+        features=np.concatenate([first.features, np.zeros((extra, first.features.shape[1]), first.features.dtype)]),
+        labels=np.concatenate([first.labels, np.zeros(extra, first.labels.dtype)]),
+        initial_scores=np.arange(width, 0, -1, dtype=np.float64),
+    )] + queries[1:]
 
 
 def heldout_split(n_sessions: int, seed: int = 381) -> tuple:
@@ -150,17 +199,22 @@ def ranked_queries(sessions: baidu.Sessions, rows: Iterable[int], prefix: str = 
     return queries
 
 
-def convert(annotations: str, log_patterns: Sequence[str], out: str, features: str = "lexical", top_n: int = 10,
-            valid_share: float = 0.5, stub_lists: int = 100, log1p_lexical: bool = True, seed: Optional[int] = None,
-            standardize_features: bool = True, protocol: str = "annotations",
-            heldout_patterns: Sequence[str] = ()) -> Dict[str, int]:
-    """Write the data directory (see the module docstring); returns lists per split.
+def convert(annotations: str, log_patterns: Sequence[str], out: str, features: str = "lexical",
+            top_n: Union[int, str, None] = None, valid_share: float = 0.5, stub_lists: int = 100,
+            log1p_lexical: bool = True, seed: Optional[int] = None, standardize_features: bool = True,
+            protocol: str = "annotations", heldout_patterns: Sequence[str] = (), dataset: Optional[str] = None
+            ) -> Dict[str, int]:
+    """Write the data directory (see the module docstring); returns lists per split (``valid_with_click``: those
+    of valid with a click, ``top_n``: N, ``deepest_position``: the click files' deepest position).
 
     Args:
+        features: the features (ignored when ``dataset`` names them).
+        top_n: N, or :data:`AUTO` (None: :data:`DEFAULT_TOP_N` of ``protocol``).
         seed: the split's seed (None: :data:`DEFAULT_SEEDS` of ``protocol``).
         standardize_features: fit per-feature standardisation on the log files and apply it everywhere.
         protocol: one of :data:`PROTOCOLS`.
         heldout_patterns: the held-out click files (``reproducibility`` only).
+        dataset: one of :data:`UPSTREAM_DATASETS` (recorded, and its features used), or None.
 
     Raises:
         ValueError: ``valid_share`` outside (0, 1), fewer than 2 annotated queries (held-out sessions), an
@@ -172,38 +226,55 @@ def convert(annotations: str, log_patterns: Sequence[str], out: str, features: s
     if (protocol == "reproducibility") != bool(heldout_patterns):
         raise ValueError("--heldout_files (the part-0 click files) is required with --protocol reproducibility "
                          "and used by it alone")
+    if dataset is not None:
+        if dataset not in UPSTREAM_DATASETS:
+            raise ValueError("dataset=%r: expected one of %s" % (dataset, ", ".join(UPSTREAM_DATASETS)))
+        features = UPSTREAM_DATASETS[dataset][1]
     seed = DEFAULT_SEEDS[protocol] if seed is None else int(seed)
     train_files = baidu.log_files(log_patterns)
-    baidu.check_files(train_files, features)  # an empty or broken file is named before anything is written
+    heldout = baidu.log_files(heldout_patterns) if heldout_patterns else []
+    # an empty or broken file is named before anything is written
+    baidu.check_files(train_files + heldout, features, "clicks")
+    top_n = DEFAULT_TOP_N[protocol] if top_n is None else top_n
+    deepest = None
+    if top_n == AUTO:
+        top_n, deepest = positions_of(train_files + heldout)
+    top_n = int(top_n)
+    if top_n < 1:
+        raise ValueError("top_n must be >= 1 or %r, got %d" % (AUTO, top_n))
     stats = standardize.fit_files(train_files, features, top_n, log1p_lexical) if standardize_features else None
     scaled = (lambda s: stats.apply_sessions(s)) if stats else (lambda s: s)  # noqa: E731
-    graded = scaled(baidu.read_sessions(annotations, features, None, log1p_lexical))
-    if graded.kind != "annotations":
-        raise ValueError("--annotations %s holds click sessions; pass validation.feather" % annotations)
-    logged = scaled(baidu.read_sessions(train_files[0], features, top_n, log1p_lexical))
+    graded = scaled(baidu.read_sessions(annotations, features, None, log1p_lexical, "annotations"))
+    logged = scaled(baidu.read_sessions(train_files[0], features, top_n, log1p_lexical, "clicks"))
     # ULTRA drops lists without a positive label: the stub's sessions have a click.
-    counts = {"train": write_split(out, "train", ranked_queries(
-        logged, np.flatnonzero(logged.clicks.sum(axis=1) > 0)[:stub_lists]))}
+    stub = ranked_queries(logged, np.flatnonzero(logged.clicks.sum(axis=1) > 0)[:stub_lists])
+    counts: Dict[str, int] = {"top_n": top_n}
     record = {"annotations": os.path.abspath(annotations), "features": features, "log1p_lexical": log1p_lexical,
               "protocol": protocol, "seed": seed, "top_n": top_n}
+    if deepest is not None:
+        counts["deepest_position"] = record["deepest_position"] = deepest
+    if dataset is not None:
+        record["dataset"], record["release"] = dataset, UPSTREAM_DATASETS[dataset][0]
     if protocol == "annotations":
         try:
             in_valid = valid_queries(graded.query_md5, valid_share, seed)
         except ValueError as error:
             raise ValueError("%s: %s" % (annotations, error)) from None
-        counts["valid"] = write_split(out, "valid", ranked_queries(graded, np.flatnonzero(in_valid)))
+        valid = ranked_queries(graded, np.flatnonzero(in_valid))
         counts["test"] = write_split(out, "test", ranked_queries(graded, np.flatnonzero(~in_valid)))
         record["valid_share"] = valid_share
     else:
-        heldout = baidu.log_files(heldout_patterns)
         validation = heldout_rows(heldout, seed, "validation")
-        lists: List[RankedQuery] = []
+        valid = []
         for index, path in enumerate(heldout):
-            sessions = scaled(baidu.read_sessions(path, features, top_n, log1p_lexical))
-            lists += ranked_queries(sessions, validation[path], "h%d-" % index)
-        counts["valid"] = write_split(out, "valid", lists)
+            sessions = scaled(baidu.read_sessions(path, features, top_n, log1p_lexical, "clicks"))
+            valid += ranked_queries(sessions, validation[path], "h%d-" % index)
         counts["test"] = write_split(out, "test", ranked_queries(graded, range(len(graded))))
         record["heldout_files"] = [os.path.abspath(path) for path in heldout]
+    counts["valid"] = write_split(out, "valid", valid)
+    counts["valid_with_click"] = sum(int(q.labels.sum() > 0) for q in valid)
+    longest_valid = max((len(q.doc_ids) for q in valid if q.labels.sum() > 0), default=0)  # those ULTRA keeps
+    counts["train"] = write_split(out, "train", stub if longest_valid >= top_n else with_width(stub, top_n))
     standardize_hparam = "none"
     if stats is not None:
         standardize_hparam = os.path.abspath(stats.save(os.path.join(out, standardize.STATS_JSON)))
@@ -254,7 +325,12 @@ def main(argv: Sequence[str] = None) -> int:
     parser.add_argument("--log_files", required=True, help="glob patterns of the click files, ';'-separated")
     parser.add_argument("--out", required=True, help="the data directory to write (main.py --data_dir)")
     parser.add_argument("--features", default="lexical", choices=baidu.FEATURE_SETS)
-    parser.add_argument("--top_n", type=int, default=10, help="positions per logged session (default 10)")
+    parser.add_argument("--dataset", choices=sorted(UPSTREAM_DATASETS), default=None,
+                        help="ultr-reproducibility's data= name: ltr (the lexical features of baidu-mlm-ctr), baidu "
+                             "or uva (the embedding of baidu-mlm-ctr / uva-mlm-ctr); sets --features")
+    parser.add_argument("--top_n", default=None,
+                        help="positions per logged session, or auto: the click files' deepest, at most %d "
+                             "(default: 10 for annotations, auto for reproducibility)" % MAX_POSITIONS)
     parser.add_argument("--valid_share", type=float, default=0.5, help="share of annotated queries in valid/")
     parser.add_argument("--stub_lists", type=int, default=100, help="lists of the train stub (session buckets)")
     parser.add_argument("--no_log1p", action="store_true", help="keep the lexical features unscaled")
@@ -269,19 +345,31 @@ def main(argv: Sequence[str] = None) -> int:
     parser.add_argument("--heldout_files", default="",
                         help="glob patterns of the held-out click files (part 0), ';'-separated (reproducibility)")
     args = parser.parse_args(argv)
+    if args.top_n not in (None, AUTO) and not args.top_n.isdigit():
+        parser.error("--top_n: expected a number or %s, got %r" % (AUTO, args.top_n))
     try:
         counts = convert(args.annotations, [p for p in args.log_files.split(";") if p.strip()], args.out,
-                         args.features, args.top_n, args.valid_share, args.stub_lists, not args.no_log1p, args.seed,
-                         not args.no_standardize, args.protocol,
-                         [p for p in args.heldout_files.split(";") if p.strip()])
+                         args.features, args.top_n if args.top_n in (None, AUTO) else int(args.top_n),
+                         args.valid_share, args.stub_lists, not args.no_log1p, args.seed, not args.no_standardize,
+                         args.protocol, [p for p in args.heldout_files.split(";") if p.strip()], args.dataset)
     except (ValueError, OSError) as error:
         print("%s: error: %s" % (PROG, error), file=sys.stderr)
         return 2
-    print("%s: train stub %d lists, valid %d %s, test %d annotated queries"
-          % (ultra_data_dir(args.out), counts["train"], counts["valid"],
-             "annotated queries" if args.protocol == "annotations" else "held-out sessions with a click",
-             counts["test"]))
+    print(summary_line(ultra_data_dir(args.out), args.protocol, counts))
     return 0
+
+
+def summary_line(data_dir: str, protocol: str, counts: Dict[str, int]) -> str:
+    """What :func:`convert` wrote, in one line (``counts`` as it returns them)."""
+    if protocol == "annotations":
+        valid = "%d annotated queries" % counts["valid"]
+    else:
+        valid = "%d held-out sessions (%d with a click; ULTRA's reader keeps only those for main.py's validation)" % (
+            counts["valid"], counts["valid_with_click"])
+    deepest = (" (the click files' deepest position: %d)" % counts["deepest_position"]
+               if "deepest_position" in counts else "")
+    return "%s: %d positions%s, train stub %d lists, valid %s, test %d annotated queries" % (
+        data_dir, counts["top_n"], deepest, counts["train"], valid, counts["test"])
 
 
 if __name__ == "__main__":

@@ -73,7 +73,8 @@ def evaluate(data_dir: str, settings: dict, model_dir: str, out_dir: str, split:
         raise ValueError("%s is missing: convert the annotations with `python -m ultra_multr.click_logs.baidu_convert`"
                          % record_path)
     record = read_json(record_path, "Baidu-ULTR conversion record")
-    sessions = baidu.read_sessions(record["annotations"], record["features"], None, record["log1p_lexical"])
+    sessions = baidu.read_sessions(record["annotations"], record["features"], None, record["log1p_lexical"],
+                                   "annotations")
     stats = standardize.stored_with_model(model_dir, data_dir)
     if stats is not None:
         sessions = stats.apply_sessions(sessions)

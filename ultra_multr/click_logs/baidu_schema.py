@@ -19,6 +19,7 @@ are what the generator writes (the writer's column order).
 from __future__ import annotations
 
 import os
+import re
 from typing import Dict, Tuple
 
 #: The 12 lexical (learning-to-rank) features per document, in feature order.
@@ -93,9 +94,7 @@ def arrow_schema(kind: str):
     """The ``pyarrow.Schema`` the generator writes for ``kind`` ("clicks" or "annotations")."""
     import pyarrow as pa
 
-    if kind not in FILE_KINDS:
-        raise ValueError("unknown Baidu-ULTR file kind %r; expected one of %s" % (kind, sorted(FILE_KINDS)))
-    return pa.schema([(name, arrow_type(notation)) for name, notation in FILE_KINDS[kind].items()])
+    return pa.schema([(name, arrow_type(notation)) for name, notation in FILE_KINDS[check_kind(kind)].items()])
 
 
 def accepts(notation: str, found) -> bool:
@@ -115,6 +114,35 @@ def accepts(notation: str, found) -> bool:
     return t.is_string(found) or t.is_large_string(found)
 
 
+#: The release's file names (its loader's): click sessions ``parts/part-{p}_split-{s}.feather``, annotations
+#: ``parts/validation.feather``.
+CLICK_FILE_NAME = re.compile(r"part-\d+_split-\d+\.feather")
+ANNOTATION_FILE_NAME = "validation.feather"
+
+
 def file_kind(path: str) -> str:
-    """"annotations" for ``validation.feather``, "clicks" for the session files."""
-    return "annotations" if os.path.basename(path).startswith("validation") else "clicks"
+    """"clicks" for a ``part-{p}_split-{s}.feather``, "annotations" for ``validation.feather``.
+
+    Raises:
+        ValueError: any other name (a cached copy with a hashed name, say): the kind must then be given.
+    """
+    name = os.path.basename(path)
+    if CLICK_FILE_NAME.fullmatch(name):
+        return "clicks"
+    if name == ANNOTATION_FILE_NAME:
+        return "annotations"
+    raise ValueError("%s: its name does not say what it holds (the release names its click files "
+                     "part-{p}_split-{s}.feather and its annotations validation.feather); give the kind: "
+                     "kind='clicks' or kind='annotations' (the converter's --log_files / --heldout_files are "
+                     "click files, --annotations the annotations)" % path)
+
+
+def check_kind(kind: str) -> str:
+    """``kind`` if it is one of :data:`FILE_KINDS`.
+
+    Raises:
+        ValueError: another value.
+    """
+    if kind not in FILE_KINDS:
+        raise ValueError("unknown Baidu-ULTR file kind %r; expected one of %s" % (kind, sorted(FILE_KINDS)))
+    return kind

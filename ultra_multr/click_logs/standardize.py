@@ -142,7 +142,7 @@ def fit_files(paths: Sequence[str], features: str = "lexical", top_n: Optional[i
     from ultra_multr.click_logs import baidu
     from ultra_multr.progress import progress
 
-    return fit_sessions(progress(baidu.iter_sessions(paths, features, top_n, log1p_lexical), total=len(paths),
+    return fit_sessions(progress(baidu.iter_sessions(paths, features, top_n, log1p_lexical, "clicks"), total=len(paths),
                                  desc="standardisation: files", unit="files"), features, log1p_lexical)
 
 

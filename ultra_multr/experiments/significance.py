@@ -131,6 +131,19 @@ class OverRuns:
         return text
 
 
+def t_interval(values: Sequence[float], confidence: float = 0.95) -> Tuple[float, float, float]:
+    """(mean, low, high): the mean of per-run ``values`` and its t-interval at ``confidence`` over the runs (NaN
+    bounds with fewer than :data:`MIN_PAIRS_FOR_INTERVAL` values)."""
+    from scipy import stats
+
+    values = np.asarray(values, dtype=np.float64)
+    mean = float(values.mean())
+    if values.size < MIN_PAIRS_FOR_INTERVAL:
+        return mean, float("nan"), float("nan")
+    half = float(stats.t.ppf(0.5 + confidence / 2.0, values.size - 1) * values.std(ddof=1) / np.sqrt(values.size))
+    return mean, mean - half, mean + half
+
+
 def over_runs(a: Sequence[float], b: Sequence[float], confidence: float = 0.95, n_permutations: int = 10000,
               seed: int = 0) -> OverRuns:
     """The paired differences ``a - b`` of per-run values (the i-th of each from the same set and seed).
@@ -138,20 +151,13 @@ def over_runs(a: Sequence[float], b: Sequence[float], confidence: float = 0.95, 
     Raises:
         ValueError: unequal lengths, no pair, or a value that is not finite.
     """
-    from scipy import stats
-
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if a.ndim != 1 or a.shape != b.shape or a.size == 0:
         raise ValueError("paired runs must be 1-D of equal, non-zero length, got %s and %s" % (a.shape, b.shape))
     if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
         raise ValueError("per-run values must be finite")
     differences = a - b
-    mean = float(differences.mean())
-    low = high = float("nan")
-    if differences.size >= MIN_PAIRS_FOR_INTERVAL:
-        half = stats.t.ppf(0.5 + confidence / 2.0, differences.size - 1) * differences.std(ddof=1) / np.sqrt(
-            differences.size)
-        low, high = mean - float(half), mean + float(half)
+    mean, low, high = t_interval(differences, confidence)
     p = None
     if differences.size >= MIN_PAIRS_FOR_P:
         p = randomization_test(a, b, n_permutations=n_permutations, seed=seed, exact_max_queries=EXACT_MAX_RUNS)

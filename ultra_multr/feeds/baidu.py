@@ -38,12 +38,14 @@ import numpy as np
 import torch
 
 from ultra_multr.compat import runtime
-from ultra_multr.config import require
+from ultra_multr.config import Off, knob, require
 from ultra_multr.feeds.arrays import QueryArrays
 from ultra_multr.progress import ENV as PROGRESS_ENV, Progress
 from ultra_multr.click_logs import baidu, standardize
 from ultra_multr.feeds.session_replay import SessionReplayFeed
 
+#: ``clickless`` choices: sessions without a click left out where a caller asks for clicks, or kept.
+CLICKLESS = ("skip", "keep")
 #: Multiplier of the file index in a session's bucket number.
 BUCKET_FILE_STRIDE = 1000003
 #: Statistics fitted by feeds of this process (MULTR builds several feeds of one log): key -> Standardizer.
@@ -68,6 +70,11 @@ class BaiduSessionFeedHParams:
             statistics the converter wrote (``<data_dir>/feature_standardization.json``; the converter's
             ``main_settings.json`` names it), ``fit`` (default: fit them on ``log_files``, as the converter
             does) or ``none`` (the features as read).
+        clickless: sessions without a click in the first N positions: ``skip`` (the default: main.py asks for
+            lists with a click, ``check_validation``, and so does every phase that draws as main.py does) or
+            ``keep`` (every session, whatever the caller asks: for the losses that learn from a session without
+            a click, e.g. PAL's click cross-entropy and MULTR's imputed clicks; MULTR's simulator then trains
+            on them too).
     """
 
     log_files: str = ""
@@ -75,11 +82,14 @@ class BaiduSessionFeedHParams:
     log1p_lexical: bool = True
     seed: int = 0
     standardize: str = "fit"
+    clickless: str = knob("skip", inert_when=Off("clickless", "skip"))
 
     def __post_init__(self) -> None:
         require(bool(self.log_files.strip()), "log_files is required: glob patterns of Baidu-ULTR click files, ';'-separated")
         require(self.features in baidu.FEATURE_SETS,
                 "features=%r: expected one of %s" % (self.features, ", ".join(baidu.FEATURE_SETS)))
+        require(self.clickless in CLICKLESS,
+                "clickless=%r: expected one of %s" % (self.clickless, ", ".join(CLICKLESS)))
 
     @property
     def patterns(self) -> List[str]:
@@ -96,7 +106,7 @@ class BaiduSessionFeed(SessionReplayFeed):
         self.files = baidu.log_files(self.hparams.patterns)
         checked = (tuple(self.files), self.hparams.features)
         if checked not in _CHECKED:  # every file, before the first update; once per process (MULTR has several feeds)
-            baidu.check_files(self.files, self.hparams.features)
+            baidu.check_files(self.files, self.hparams.features, "clicks")
             _CHECKED.add(checked)
         width = baidu.feature_size(self.hparams.features)
         if width != int(model.feature_size):
@@ -156,10 +166,7 @@ class BaiduSessionFeed(SessionReplayFeed):
         index = self._file_order.pop(0)
         self._sessions = None  # one file in memory at a time
         sessions = baidu.read_sessions(self.files[index], self.hparams.features, self.rank_list_size,
-                                       self.hparams.log1p_lexical)
-        if sessions.kind != "clicks":
-            raise ValueError("%s: log_files matches %s, which holds annotations, not click sessions"
-                             % (type(self).__name__, self.files[index]))
+                                       self.hparams.log1p_lexical, "clicks")
         self._sessions = sessions if self.standardizer is None else self.standardizer.apply_sessions(sessions)
         self._buckets = self._buckets_of(sessions, np.arange(len(sessions), dtype=np.int64))
         self._order = torch.randperm(len(sessions), generator=self.generator).numpy()
@@ -176,14 +183,16 @@ class BaiduSessionFeed(SessionReplayFeed):
         return len(data_set.initial_list), allowed
 
     def get_batch(self, data_set: Any, check_validation: bool = False, data_format: str = "ULTRA"):
-        """``batch_size`` logged sessions, in the feed's seeded order (with ``check_validation``: those with a
-        click in the first N positions); ``data_set`` (the stub, or a view of it) selects the session buckets.
+        """``batch_size`` logged sessions, in the feed's seeded order (with ``check_validation`` and
+        ``clickless=skip``: those with a click in the first N positions); ``data_set`` (the stub, or a view of
+        it) selects the session buckets.
 
         Raises:
             ValueError: a whole pass over the log yields no eligible session.
         """
         self._check_format(data_format)
         n_buckets, allowed = self._allowed_buckets(data_set)
+        check_validation = check_validation and self.hparams.clickless == "skip"
         chosen: List[Tuple[baidu.Sessions, np.ndarray]] = []
         n_chosen, n_read, files_without = 0, 0, 0
         while n_chosen < self.batch_size:
