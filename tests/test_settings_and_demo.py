@@ -16,6 +16,7 @@ from typing import Dict, List
 
 import pytest
 from conftest import REPO_ROOT, require_ultra, run_ultra_main
+from ultra_multr.config import split_assignments
 
 ultra = require_ultra()
 

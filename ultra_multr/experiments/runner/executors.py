@@ -53,6 +53,10 @@ POLL_S = 0.5
 SIGNAL_POLL_S = 2.0
 #: the job id of the last SLURM array submitted for the output folder (under JOBS_DIR)
 ARRAY_FILE = "slurm_array.json"
+#: seconds a finished submitit-local job's missing result file is waited for: the job wrote it on this machine's
+#: disk before its process ended, so submitit's 15 s (meant for a shared file system's delay) only delays the
+#: report of a job that was killed
+LOCAL_RESULT_WAIT_S = 1
 
 
 def run_outcomes(
@@ -202,6 +206,9 @@ def _submitit_outcomes(
         refuse_a_running_array(folder)
     job_function = execute_run if executor == "debug" else execute_in_job  # debug: the runner's own process
     jobs = made.map_array(job_function, pending, [commands] * n, [threads] * n)
+    if executor == "submitit-local":
+        for job in jobs:
+            job._results_timeout_s = LOCAL_RESULT_WAIT_S  # submitit's per-class setting, overridden per job
     log.info("submitted %d run(s) to %s: job(s) %s .. %s (logs in %s)", n, executor, jobs[0].job_id,
              jobs[-1].job_id, folder)
     if executor == "slurm":
