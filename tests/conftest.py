@@ -1,10 +1,13 @@
 """Shared fixtures. Nothing here reads ../shared: tests make their own data."""
 from __future__ import annotations
 
+import atexit
 import importlib
 import json
 import os
 import runpy
+import select
+import signal
 import subprocess
 import sys
 import tempfile
@@ -31,6 +34,12 @@ from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset
 # Test tensors are small: one intra-op thread avoids OpenMP hand-offs that cost
 # more than the work (and keeps the suite fast when the machine is busy).
 torch.set_num_threads(1)
+
+def pytest_collection_modifyitems(items) -> None:
+    """Tests that start processes first (in their order): under ``-n 2`` the long ones then run beside the short ones
+    instead of last, one worker waiting for the other (the suite's wall time is part of CI's budget)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
 
 @pytest.fixture(autouse=True)
 def _no_tensorboard_writer_across_tests():
@@ -164,18 +173,69 @@ def main_py_in_process(main_py: str, args: List[str], monkeypatch) -> BaseExcept
     return raised.value
 
 
+class _MainPyZygote:
+    """tests/main_py_zygote.py for one main.py, started at the first run it can serve (one per test worker)."""
+
+    def __init__(self, main_py: str, env: dict) -> None:
+        self.main_py = main_py
+        self.process = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "main_py_zygote.py"),
+                                         main_py], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def run(self, args: List[str], cwd: str, timeout: float) -> subprocess.CompletedProcess:
+        with tempfile.TemporaryDirectory(prefix="main_py-") as folder:
+            out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
+            request = {"main_py": self.main_py, "args": list(args), "cwd": cwd, "stdout": out, "stderr": err}
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+            pid = json.loads(self.process.stdout.readline())["pid"]
+            ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+                self.process.stdout.readline()
+                raise subprocess.TimeoutExpired([self.main_py] + list(args), timeout)
+            returncode = json.loads(self.process.stdout.readline())["returncode"]
+            with open(out, errors="replace") as o, open(err, errors="replace") as e:
+                return subprocess.CompletedProcess([sys.executable, self.main_py] + list(args), returncode, o.read(),
+                                                   e.read())
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+_ZYGOTES: dict = {}
+#: the environment of main.py runs a zygote serves: the session's, but for pytest's name of the current test (a test
+#: that changed it gets a new interpreter)
+_MAIN_PY_ENV = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+
+
+@atexit.register
+def _close_zygotes() -> None:
+    for zygote in _ZYGOTES.values():
+        zygote.close()
+
+
 def run_ultra_main(
     main_py: str, args: List[str], cwd: str, timeout: float = 240, check: bool = True, wrapper: Sequence[str] = ()
 ) -> subprocess.CompletedProcess:
-    """Run ULTRA's unmodified main.py in a subprocess; fail with its output on error (``check``).
+    """Run ULTRA's unmodified main.py in a process of its own; fail with its output on error (``check``).
 
     ``wrapper``: a command that runs the rest of the command line (e.g. in a namespace with a small disk).
+    Without one, and in the session's environment (:data:`_MAIN_PY_ENV`), the process is forked from a Python that has
+    already imported torch, TensorBoard and ULTRA (tests/main_py_zygote.py: it saves about 3 s a run); else it
+    is a new interpreter.
     """
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    completed = subprocess.run(
-        list(wrapper) + [sys.executable, main_py] + args, cwd=cwd, env=env, capture_output=True, text=True,
-        timeout=timeout,
-    )
+    if not wrapper and dict(env, PYTEST_CURRENT_TEST=None) == dict(_MAIN_PY_ENV, PYTEST_CURRENT_TEST=None):
+        zygote = _ZYGOTES.get(main_py)
+        if zygote is None or zygote.process.poll() is not None:
+            zygote = _ZYGOTES[main_py] = _MainPyZygote(main_py, env)
+        completed = zygote.run(args, cwd, timeout)
+    else:
+        completed = subprocess.run(
+            list(wrapper) + [sys.executable, main_py] + args, cwd=cwd, env=env, capture_output=True, text=True,
+            timeout=timeout,
+        )
     if check and completed.returncode != 0:
         raise AssertionError(
             "main.py %s failed (exit %d):\n%s\n%s"
