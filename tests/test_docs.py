@@ -100,3 +100,18 @@ def test_every_repository_path_a_python_file_names_exists():
                 missing += ["%s:%d: %s" % (path, line_number, m.group(1)) for m in REPO_PATH.finditer(line)
                             if not os.path.exists(os.path.join(REPO, m.group(1)))]
     assert not missing, "\n".join(missing)
+
+
+def _table_after(text: str, heading: str) -> List[str]:
+    """The first Markdown table after ``heading``, its lines."""
+    after = text[text.index(heading):].splitlines()
+    start = next(i for i, line in enumerate(after) if line.startswith("|"))
+    end = next((i for i in range(start, len(after)) if not after[i].startswith("|")), len(after))
+    return after[start:end]
+
+
+def test_the_baidu_study_page_holds_the_differences_table_of_the_click_log_docs():
+    docs = _table_after(read("docs/click_logs.md"), "### Same as upstream, or not")
+    page = _table_after(read("studies/baidu_reproducibility/README.md"), "## Same as upstream, or not")
+    assert docs[0].startswith("| what | upstream | ours | same? | why it differs | measured effect |")
+    assert len(docs) > 10 and page == docs
