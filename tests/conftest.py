@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import atexit
+import collections
 import importlib
 import json
 import os
@@ -203,10 +204,22 @@ class _MainPyZygote:
         self.process.wait(timeout=30)
 
 
-_ZYGOTES: dict = {}
-#: the environment of main.py runs a zygote serves: the session's, but for pytest's name of the current test (a test
-#: that changed it gets a new interpreter)
-_MAIN_PY_ENV = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+#: zygotes by (main.py, environment but pytest's name of the current test), the most recently used last; a library
+#: that sets a variable at its first use, or a test that changes one, gets a zygote of its own
+_ZYGOTES: "collections.OrderedDict" = collections.OrderedDict()
+#: zygotes kept per test worker (each holds torch in memory)
+_MAX_ZYGOTES = 2
+
+
+def _zygote(main_py: str, env: dict) -> _MainPyZygote:
+    key = (main_py, frozenset((k, v) for k, v in env.items() if k != "PYTEST_CURRENT_TEST"))
+    zygote = _ZYGOTES.pop(key, None)
+    if zygote is None or zygote.process.poll() is not None:
+        zygote = _MainPyZygote(main_py, env)
+    _ZYGOTES[key] = zygote
+    while len(_ZYGOTES) > _MAX_ZYGOTES:
+        _ZYGOTES.popitem(last=False)[1].close()
+    return zygote
 
 
 @atexit.register
@@ -221,16 +234,15 @@ def run_ultra_main(
     """Run ULTRA's unmodified main.py in a process of its own; fail with its output on error (``check``).
 
     ``wrapper``: a command that runs the rest of the command line (e.g. in a namespace with a small disk).
-    Without one, and in the session's environment (:data:`_MAIN_PY_ENV`), the process is forked from a Python that has
-    already imported torch, TensorBoard and ULTRA (tests/main_py_zygote.py: it saves about 3 s a run); else it
-    is a new interpreter.
+    Without one, and with the start-up hook's early checks off (the suite's default), the process is forked from
+    a Python that has already imported torch, TensorBoard and ULTRA (tests/main_py_zygote.py: it saves about 3 s a
+    run); else it is a new interpreter.
     """
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    if not wrapper and dict(env, PYTEST_CURRENT_TEST=None) == dict(_MAIN_PY_ENV, PYTEST_CURRENT_TEST=None):
-        zygote = _ZYGOTES.get(main_py)
-        if zygote is None or zygote.process.poll() is not None:
-            zygote = _ZYGOTES[main_py] = _MainPyZygote(main_py, env)
-        completed = zygote.run(args, cwd, timeout)
+    # the start-up hook's early data checks start with the interpreter, before main.py's first line: a zygote's
+    # interpreter started before the run's arguments existed
+    if not wrapper and env.get("ULTRA_MULTR_EARLY_CHECKS") == "0":
+        completed = _zygote(main_py, env).run(args, cwd, timeout)
     else:
         completed = subprocess.run(
             list(wrapper) + [sys.executable, main_py] + args, cwd=cwd, env=env, capture_output=True, text=True,
