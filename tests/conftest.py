@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from ultra_multr import tensorboard
+from ultra_multr.compat.early_checks import EARLY_CHECKS_ENV
 
 # The `slow` marker is checked: a test without it that starts a process fails (tests/process_guard.py).
 from process_guard import build_library_caches, pytest_runtest_makereport, pytest_runtest_protocol  # noqa: F401
@@ -29,7 +30,7 @@ build_library_caches()
 os.environ.setdefault("ULTRA_MULTR_CACHE", tempfile.mkdtemp(prefix="ultra_multr-cache-"))
 # main.py subprocesses start no early data checks (ultra_multr.compat.startup): on the suite's small data a second
 # process only costs CPU (a Python and numpy start per main.py run). The tests of them ask for `early_checks`.
-os.environ.setdefault("ULTRA_MULTR_EARLY_CHECKS", "0")
+os.environ.setdefault(EARLY_CHECKS_ENV, "0")
 from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset
 
 # Test tensors are small: one intra-op thread avoids OpenMP hand-offs that cost
@@ -175,7 +176,7 @@ def main_py_in_process(main_py: str, args: List[str], monkeypatch) -> BaseExcept
 
 
 class _MainPyZygote:
-    """tests/main_py_zygote.py for one main.py, started at the first run it can serve (one per test worker)."""
+    """tests/main_py_zygote.py for one main.py and one environment (:func:`_zygote` keeps them)."""
 
     def __init__(self, main_py: str, env: dict) -> None:
         self.main_py = main_py
@@ -185,7 +186,7 @@ class _MainPyZygote:
     def run(self, args: List[str], cwd: str, timeout: float) -> subprocess.CompletedProcess:
         with tempfile.TemporaryDirectory(prefix="main_py-") as folder:
             out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
-            request = {"main_py": self.main_py, "args": list(args), "cwd": cwd, "stdout": out, "stderr": err}
+            request = {"args": list(args), "cwd": cwd, "stdout": out, "stderr": err}
             self.process.stdin.write(json.dumps(request) + "\n")
             self.process.stdin.flush()
             pid = json.loads(self.process.stdout.readline())["pid"]
@@ -241,7 +242,7 @@ def run_ultra_main(
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     # the start-up hook's early data checks start with the interpreter, before main.py's first line: a zygote's
     # interpreter started before the run's arguments existed
-    if not wrapper and env.get("ULTRA_MULTR_EARLY_CHECKS") == "0":
+    if not wrapper and env.get(EARLY_CHECKS_ENV) == "0":
         completed = _zygote(main_py, env).run(args, cwd, timeout)
     else:
         completed = subprocess.run(

@@ -6,7 +6,7 @@ runs main.py as the runner's ``seeded_main`` does (``runpy`` as ``__main__``, ma
 with its stdout and stderr in files, and ends as an interpreter does: an uncaught exception through
 ``sys.excepthook`` (ours, chained by the startup hook), then the ``atexit`` handlers, then its exit status.
 
-Protocol (one request at a time, JSON lines): stdin ``{"main_py", "args", "cwd", "stdout", "stderr"}``; stdout
+Protocol (one request at a time, JSON lines): stdin ``{"args", "cwd", "stdout", "stderr"}``; stdout
 ``{"pid": P}`` when the child started, then ``{"returncode": R}`` (``-signal`` when a signal ended it, as
 ``subprocess`` says).
 """
@@ -20,8 +20,8 @@ import runpy
 import sys
 
 
-def _child(request: dict) -> int:
-    """Run main.py in this (forked) process; its exit status."""
+def _child(main_py: str, request: dict) -> int:
+    """Run ``main_py`` in this (forked) process; its exit status."""
     os.chdir(request["cwd"])
     for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
         target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -30,11 +30,10 @@ def _child(request: dict) -> int:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    sys.argv = [request["main_py"]] + list(request["args"])
-    sys.path[0] = os.path.dirname(os.path.abspath(request["main_py"]))
+    sys.argv = [main_py] + list(request["args"])
     code = 0
     try:
-        runpy.run_path(request["main_py"], run_name="__main__")
+        runpy.run_path(main_py, run_name="__main__")
     except SystemExit as stop:
         if stop.code is None:
             code = 0
@@ -55,7 +54,7 @@ def _child(request: dict) -> int:
     return code
 
 
-def serve() -> None:
+def serve(main_py: str) -> None:
     for line in sys.stdin:
         request = json.loads(line)
         sys.stdout.flush()
@@ -64,7 +63,7 @@ def serve() -> None:
         if pid == 0:  # never returns to this loop
             code = 70
             try:
-                code = _child(request)
+                code = _child(main_py, request)
             except BaseException:  # the child could not start main.py: said on its stderr
                 import traceback
 
@@ -73,8 +72,7 @@ def serve() -> None:
                 os._exit(code)
         print(json.dumps({"pid": pid}), flush=True)
         _, status = os.waitpid(pid, 0)
-        returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-        print(json.dumps({"returncode": returncode}), flush=True)
+        print(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}), flush=True)
 
 
 if __name__ == "__main__":
@@ -83,4 +81,4 @@ if __name__ == "__main__":
     for module in ("torch", "torch._dynamo", "torch.utils.tensorboard", "ultra", "ultra.input_layer",
                    "ultra.learning_algorithm", "ultra.ranking_model", "ultra.utils", "ultra_multr.algorithms"):
         importlib.import_module(module)
-    serve()
+    serve(sys.argv[1])
