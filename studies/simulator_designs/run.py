@@ -48,6 +48,8 @@ from ultra_multr.config import flat_values  # noqa: E402
 from ultra_multr.experiments import compare  # noqa: E402
 from ultra_multr.experiments.aggregate import as_host_counts, collect_runs, marked_label, runs_over_runs  # noqa: E402
 from ultra_multr.experiments.runner import cli as runner  # noqa: E402
+from ultra_multr.experiments.runner.runs import expand_runs, run_status  # noqa: E402
+from ultra_multr.experiments.study_config import load_config  # noqa: E402
 from ultra_multr.experiments.significance import randomization_test  # noqa: E402
 from ultra_multr.files import atomic_write_text  # noqa: E402
 from ultra_multr.generate.ultra_recipe import SCREENED_RECIPES, write_recipe_dataset  # noqa: E402
@@ -68,6 +70,12 @@ DESIGNS: Dict[str, Dict[str, object]] = {
     # (d) model selection on held-out queries instead of held-out sessions of the training queries
     "heldout_queries": {"simulator_heldout_unit": "queries"},
     "factorised_heldout_queries": {"simulator_design": "factorised", "simulator_heldout_unit": "queries"},
+    # added after the first screening, where the authors' design alone came near the goal: which part of it does?
+    # their training (decoder dropout 0.4, two action embeddings, teacher forcing 0.5 per batch) on our network
+    "authors_training": {"simulator_dropout": 0.4, "simulator_actions": 2, "teacher_forcing_ratio": 0.5,
+                         "teacher_forcing_unit": "batch"},
+    # their teacher forcing alone: the decoder learns from its own sampled clicks half the time
+    "teacher_forcing_batch": {"teacher_forcing_ratio": 0.5, "teacher_forcing_unit": "batch"},
     # the upper bound: the click model behind the clicks stands in for the simulator
     "true_click_model": {"simulator_control": "true_click_model"},
     # (a) the authors' released simulator (rowedenny/MULTR): a bidirectional GRU encoder and a GRU decoder on an
@@ -80,6 +88,11 @@ DESIGNS: Dict[str, Dict[str, object]] = {
                 "simulator_steps": 10050, "simulator_patience": 0},
 }
 CONTROL = "true_click_model"
+#: The label's mark of a design whose screening runs an earlier tree trained (:func:`carried_rows`).
+CARRIED_MARK = " (carried)"
+SIMULATOR_CKPT = os.path.join("model", "ultra_multr.MULTR.simulator.ckpt")
+#: What a carried checkpoint must share with a current run on its set and seed.
+FINGERPRINT_KEYS = ("data_fingerprint", "click_model_fingerprint", "train_input_feed", "train_input_hparams")
 #: The screening's rule: among designs whose simulator trains in at most this many times the default's time.
 TIME_FACTOR = 1.5
 SETS = ("quadratic_1_f46", "quadratic_1_f46_set1", "quadratic_1_f46_set2")
@@ -150,10 +163,14 @@ def data_dirs(out: str, regime: str) -> Dict[str, str]:
     return dirs
 
 
-def run_stage(out: str, regime: str, seeds: Sequence[int], steps: int, design: Optional[str], workers: int) -> int:
-    """The runner over a stage's methods x sets x seeds (resumable: finished runs are kept)."""
+def run_stage(out: str, regime: str, seeds: Sequence[int], steps: int, design: Optional[str], workers: int,
+              designs: Sequence[str] = tuple(DESIGNS)) -> int:
+    """The runner over a stage's methods x sets x seeds (resumable: finished runs are kept); the screening runs
+    ``designs`` only."""
     stage = os.path.join(out, regime)
     definitions = methods(regime, design)
+    if regime == "screen":
+        definitions = {"design_" + name: definitions["design_" + name] for name in designs}
     config = screen.study_config(stage, data_dirs(out, regime), list(seeds), steps, list(definitions),
                                  os.path.abspath(CLICK_MODELS.get(regime, screen.CASCADE)),
                                  sessions_per_query=1 if regime == "sparse" else 0, definitions=definitions)
@@ -185,7 +202,7 @@ def decile_statistics(out: str, records, regime: str) -> Dict[str, float]:
     found, truths = {}, {}
     for record in records:
         run_dir = record.info["run_dir"]
-        path = os.path.join(run_dir, "model", "ultra_multr.MULTR.simulator.ckpt")
+        path = os.path.join(run_dir, SIMULATOR_CKPT)
         control = record.info["method"].endswith("true") or record.info["method"] == "design_" + CONTROL
         if not (control or os.path.isfile(path)):
             continue
@@ -205,14 +222,25 @@ def decile_statistics(out: str, records, regime: str) -> Dict[str, float]:
 
 
 def finished(out: str, regime: str) -> List:
-    """The finished runs of a stage, each with its folder in ``info["run_dir"]``."""
+    """The finished runs of a stage's config (its ``study.json``), each with its folder in ``info["run_dir"]``.
+
+    Raises:
+        SystemExit: a run folder finished under another configuration or on other data (its results do not hold),
+            or one that the stage's config no longer holds: named, none is tabled.
+    """
     runs_dir = os.path.join(out, regime, "runs")
     if not os.path.isdir(runs_dir):
         return []
+    current = {run.run_dir: run_status(run) for run in expand_runs(load_config(os.path.join(out, regime, "study.json")))}
     records = collect_runs(runs_dir)
     for record in records:
         record.info["run_dir"] = os.path.join(runs_dir, record.info["dataset"], record.info["fold"],
                                               record.info["method"], "seed%d" % record.info["seed"])
+    bad = ["%s: %s" % (r.info["run_dir"], current.get(r.info["run_dir"], "not a run of %s/study.json" % regime))
+           for r in records if current.get(r.info["run_dir"]) != "done"]
+    if bad:
+        raise SystemExit("error: %d finished run folder(s) do not hold for the %s stage's config; move them away:\n  %s"
+                         % (len(bad), regime, "\n  ".join(bad)))
     return records
 
 
@@ -240,6 +268,97 @@ def screening_rows(out: str) -> List[dict]:
                      "decile_stat": fmt(float(np.median(stats)) if stats else None),
                      "simulator_s": fmt(float(np.median(seconds)), 1)})
     return rows, per_run
+
+
+def design_config(name: str):
+    """MULTR's config of design ``name`` (its :data:`DESIGNS` overrides of the defaults)."""
+    from ultra_multr.algorithms.multr import MULTRConfig
+    from ultra_multr.config import parse_hparams
+
+    text = ",".join("%s=%s" % (knob, json.dumps(value).replace(" ", "")) for knob, value in DESIGNS[name].items())
+    return parse_hparams(MULTRConfig, text, "design %s" % name)
+
+
+def tensors_equal(path_a: str, path_b: str) -> bool:
+    """Whether two simulator checkpoints hold the same weights, bit for bit."""
+    a, b = (torch.load(p, map_location="cpu", weights_only=False)["state_dict"] for p in (path_a, path_b))
+    return a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a)
+
+
+class CarriedRun:
+    """A screening run of an earlier tree, as :func:`decile_statistics` reads it."""
+
+    def __init__(self, run_dir: str, fold: str, seed: int) -> None:
+        self.seed = seed
+        self.info = {"run_dir": run_dir, "fold": fold, "method": "design_carried"}
+
+
+def checkpoint_metadata(run_dir: str) -> dict:
+    """The simulator checkpoint's metadata of a run, as JSON holds it."""
+    path = os.path.join(run_dir, SIMULATOR_CKPT)
+    return json.loads(json.dumps(torch.load(path, map_location="cpu", weights_only=False)["metadata"]))
+
+
+def carried_rows(out: str, carried: str, designs: Sequence[str]) -> tuple:
+    """Screening rows of ``designs`` from the runs of an earlier tree's screening folder ``carried``, where they
+    hold: every design run in both folders (same set and seed) trained bit-identical weights (the code that trains
+    simulators unchanged), and each carried checkpoint's identity (the knobs declared ``checkpoint=True``, its seed)
+    equals its design's current config, its feed and data fingerprints those of a current run on its set and seed.
+    Returns (rows, per-run rows, the check's sentence).
+
+    Raises:
+        SystemExit: a check fails (named).
+    """
+    from ultra_multr.config import identity
+
+    old_runs = os.path.join(carried, "runs", "recipe")
+    twins, compared = {}, 0
+    for record in finished(out, "screen"):
+        fold, seed, run_dir = record.info["fold"], record.info["seed"], record.info["run_dir"]
+        old = os.path.join(old_runs, fold, record.info["method"], "seed%d" % seed)
+        if not os.path.isfile(os.path.join(run_dir, SIMULATOR_CKPT)):
+            continue  # a control: no simulator trained
+        twins[(fold, seed)] = checkpoint_metadata(run_dir)
+        if os.path.isfile(os.path.join(old, SIMULATOR_CKPT)):
+            if not tensors_equal(os.path.join(old, SIMULATOR_CKPT), os.path.join(run_dir, SIMULATOR_CKPT)):
+                raise SystemExit("error: %s trained other weights than %s: the simulator's code changed since; "
+                                 "rerun %s" % (old, run_dir, ", ".join(designs)))
+            compared += 1
+    if not compared:
+        raise SystemExit("error: no run of %s has a current twin to check the simulator's code against" % carried)
+    rows, per_run = [], []
+    for name in designs:
+        expected = json.loads(json.dumps(identity(design_config(name), "checkpoint")))
+        runs = []
+        for fold in SETS:
+            design_dir = os.path.join(old_runs, fold, "design_" + name)
+            for seed_dir in sorted(os.listdir(design_dir)) if os.path.isdir(design_dir) else []:
+                if not os.path.isfile(os.path.join(design_dir, seed_dir, "done.json")):
+                    continue  # unfinished there
+                run = CarriedRun(os.path.join(design_dir, seed_dir), fold, int(seed_dir[len("seed"):]))
+                meta, twin = checkpoint_metadata(run.info["run_dir"]), twins.get((fold, run.seed), {})
+                wrong = [k for k, v in expected.items() if meta.get(k) != v]
+                wrong += [k for k in FINGERPRINT_KEYS if k not in twin or meta.get(k) != twin[k]]
+                wrong += ["seed"] if meta.get("seed") != run.seed else []
+                if wrong:
+                    raise SystemExit("error: %s does not hold for design %s now: %s differ(s) (or no current run "
+                                     "on its set and seed)" % (run.info["run_dir"], name, ", ".join(wrong)))
+                runs.append(run)
+        deciles = decile_statistics(out, runs, "cascade")
+        seconds = [simulator_seconds(run.info["run_dir"]) for run in runs]
+        per_run += [{"design": name + CARRIED_MARK, "set": run.info["fold"], "seed": run.seed,
+                     "decile_stat": fmt(deciles[run.info["run_dir"]]), "simulator_s": fmt(s, 1)}
+                    for run, s in zip(runs, seconds)]
+        rows.append({"data": "ultra_recipe", "regime": "cascade (screening)", "design": name + CARRIED_MARK,
+                     "runs": len(runs), "decile_stat": fmt(float(np.median(list(deciles.values())))),
+                     "simulator_s": fmt(float(np.median(seconds)), 1)})
+    check = ("%s: simulators trained by an earlier tree (%s), taken where they hold: the %d runs of other designs "
+             "that both trees trained on the same set and seed hold bit-identical weights, and each carried "
+             "checkpoint's identity matches its design's current config and its set's data" % (
+                 CARRIED_MARK.strip(), carried, compared))
+    return rows, per_run, check
+
+
 
 
 def choose(rows: List[dict]) -> tuple:
@@ -294,17 +413,22 @@ def write_table(rows: Sequence[dict], columns: Sequence[str], path: str, caption
     atomic_write_text(path + ".md", "\n".join(lines) + "\n")
 
 
-def tables(out: str, results: str) -> str:
-    """Write every table of the finished runs; returns the chosen design (None before the screening)."""
+def tables(out: str, results: str, carried: Optional[str] = None, carried_designs: Sequence[str] = ()) -> str:
+    """Write every table of the finished runs (and of ``carried_designs`` from ``carried``: :func:`carried_rows`);
+    returns the chosen design (None before the screening)."""
     os.makedirs(results, exist_ok=True)
     rows, per_run = screening_rows(out)
-    chosen = None
+    chosen, check = None, ""
+    if carried and carried_designs:
+        more, more_runs, check = carried_rows(out, carried, carried_designs)
+        rows, per_run = rows + more, per_run + more_runs
     if rows:
         write_table(per_run, ("design", "set", "seed", "decile_stat", "simulator_s"),
                     os.path.join(results, "screening_runs"),
                     "Every screening run: its simulator's decile statistic and training time (s, on one core).")
         chosen, why = choose(rows)
-        atomic_write_text(os.path.join(results, "choice.md"), "Chosen design: **%s**: %s.\n" % (chosen, why))
+        atomic_write_text(os.path.join(results, "choice.md"), "Chosen design: **%s**: %s.\n%s" % (
+            chosen, why, "\n" + check + ".\n" if check else ""))
     for regime in ("cascade", "pbm", "sparse", "rand"):
         rows += grid_rows(out, regime)
     write_table(rows, COLUMNS, os.path.join(results, "simulator_designs"), (
@@ -312,7 +436,7 @@ def tables(out: str, results: str) -> str:
         "seeds, cascade; decile_stat the median over runs, simulator_s the median training time (one core). Grid "
         "rows: 2,000 ranker updates at learning rate 0.05 for every arm; delta_vs_dla, ci_low, ci_high: the mean "
         "paired difference over runs (same set and seed) and its 95 % t-interval; p_runs its sign-flip p; p_queries "
-        "the paired randomisation test over the pooled test queries."))
+        "the paired randomisation test over the pooled test queries." + (" " + check + "." if check else "")))
     return chosen
 
 
@@ -324,20 +448,26 @@ def main(argv: Sequence[str] = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--steps", type=int, default=2000, help="ranker updates of a grid run")
     parser.add_argument("--design", help="the grid's design (default: the screening's choice)")
+    parser.add_argument("--screen_designs", nargs="+", choices=tuple(DESIGNS), default=list(DESIGNS),
+                        help="the designs the screening runs (default: all)")
+    parser.add_argument("--carried", metavar="SCREEN_DIR",
+                        help="an earlier tree's screening folder whose runs of --carried_designs the tables take "
+                             "where they hold (checked: see carried_rows)")
+    parser.add_argument("--carried_designs", nargs="+", choices=tuple(DESIGNS), default=[])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--results", default=RESULTS)
     args = parser.parse_args(argv)
     out = os.path.abspath(args.out)
     if args.stage == "screen":
-        code = run_stage(out, "screen", args.seeds, 1, None, args.workers)
+        code = run_stage(out, "screen", args.seeds, 1, None, args.workers, args.screen_designs)
     elif args.stage == "grid":
-        design = args.design or tables(out, args.results)
+        design = args.design or tables(out, args.results, args.carried, args.carried_designs)
         if design is None or design not in DESIGNS:
             parser.error("no design: run the screening first, or name one of %s with --design" % ", ".join(DESIGNS))
         code = run_stage(out, args.regime, args.seeds, args.steps, design, args.workers)
     else:
         code = 0
-    tables(out, args.results)
+    tables(out, args.results, args.carried, args.carried_designs)
     print(open(os.path.join(args.results, "simulator_designs.md")).read(), end="")
     return code
 
