@@ -22,7 +22,7 @@ _SPEC.loader.exec_module(study)
 
 @pytest.mark.parametrize("name", list(study.DESIGNS))
 def test_each_design_parses_and_differs_from_the_default_only_where_it_says(name):
-    config, default = flat_values(study.design_config(name)), flat_values(MULTRConfig())
+    config, default = flat_values(study.design_config(name)), flat_values(study.design_config("default"))
     overrides = {k: tuple(v) if isinstance(v, list) else v for k, v in study.DESIGNS[name].items()}
     assert {k for k in config if config[k] != default[k]} == {k for k, v in overrides.items() if v != default[k]}
     assert name == "default" or any(v != default[k] for k, v in overrides.items())
@@ -31,6 +31,8 @@ def test_each_design_parses_and_differs_from_the_default_only_where_it_says(name
 def test_screening_methods_pin_every_knob_but_the_runs_own():
     for label, method in study.methods("screen", None).items():
         hparams = method["learning_algorithm_hparams"]
+        assert {k: hparams[k] for k in study.STUDY_BASE} == dict(study.STUDY_BASE, **{
+            k: v for k, v in study.DESIGNS[label[len("design_"):]].items() if k in study.STUDY_BASE}), label
         assert set(hparams) == set(knobs(MULTRConfig)) - set(study.UNPINNED), label
         text = ",".join("%s=%s" % (k, str(v).replace(" ", "").replace("'", "")) for k, v in hparams.items())
         assert flat_values(parse_hparams(MULTRConfig, text))["learning_rate"] == study.LEARNING_RATE

@@ -60,6 +60,10 @@ CLICK_MODELS = {"cascade": screen.CASCADE, "pbm": PBM, "sparse": screen.CASCADE,
 #: Knobs left to the run: its seed (the runner's), its device and its log.
 UNPINNED = ("seed", "device", "log_every", "simulator_log_every")
 LEARNING_RATE = 0.05
+#: The simulator's defaults when this study began; its screening made ``authors_training`` the default after, so
+#: its designs (``default`` among them) are overrides of these, and no run of it goes stale with that change.
+STUDY_BASE: Dict[str, object] = {"simulator_dropout": 0.0, "simulator_actions": 3, "teacher_forcing_ratio": 1.0,
+                                 "teacher_forcing_unit": "click"}
 #: The designs: overrides of MULTR's defaults (each a setting of the one trainer).
 DESIGNS: Dict[str, Dict[str, object]] = {
     "default": {},
@@ -114,8 +118,12 @@ def pinned_values(config) -> Dict[str, object]:
 
 
 def pinned(config_class, overrides: Dict[str, object]) -> Dict[str, object]:
-    """Every knob of ``config_class`` at its default but :data:`UNPINNED`, then ``overrides``; JSON values."""
-    return dict(pinned_values(config_class()), learning_rate=LEARNING_RATE, **overrides)
+    """Every knob of ``config_class`` at its default but :data:`UNPINNED` (MULTR's simulator at
+    :data:`STUDY_BASE`), then ``overrides``; JSON values."""
+    from ultra_multr.algorithms.multr import MULTRConfig
+
+    base = STUDY_BASE if issubclass(config_class, MULTRConfig) else {}
+    return dict(pinned_values(config_class()), learning_rate=LEARNING_RATE, **dict(base, **overrides))
 
 
 def method(label: str, overrides: Dict[str, object], algorithm: str = "MULTR") -> dict:
@@ -271,11 +279,12 @@ def screening_rows(out: str) -> List[dict]:
 
 
 def design_config(name: str):
-    """MULTR's config of design ``name`` (its :data:`DESIGNS` overrides of the defaults)."""
+    """MULTR's config of design ``name`` (its :data:`DESIGNS` overrides of the defaults and :data:`STUDY_BASE`)."""
     from ultra_multr.algorithms.multr import MULTRConfig
     from ultra_multr.config import parse_hparams
 
-    text = ",".join("%s=%s" % (knob, json.dumps(value).replace(" ", "")) for knob, value in DESIGNS[name].items())
+    text = ",".join("%s=%s" % (knob, json.dumps(value).replace(" ", ""))
+                    for knob, value in dict(STUDY_BASE, **DESIGNS[name]).items())
     return parse_hparams(MULTRConfig, text, "design %s" % name)
 
 
