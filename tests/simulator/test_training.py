@@ -270,12 +270,13 @@ def test_a_checkpoint_saved_before_the_clip_split_and_the_new_network_fields_is_
 ):
     """Checkpoints (and training states) saved when one max_gradient_norm clipped ranker and simulator name the
     simulator's clip so, and their network lacks the fields added since (design, dropout, actions, position
-    dropout): read back with today's name and those fields at their defaults, they match and are reused."""
+    dropout): read back with today's name and those fields at the values every earlier network had (no dropout,
+    three actions: not today's defaults), they match a run that asks for those values and are reused."""
     from ultra_multr.components import simulator_phase
     from ultra_multr.simulator import load_training_state, save_training_state
 
     path = tmp_path / "sim.ckpt"
-    hparams = SMALL + ",simulator_steps=2,simulator_checkpoint=%s" % path
+    hparams = SMALL + ",simulator_dropout=0.0,simulator_actions=3,simulator_steps=2,simulator_checkpoint=%s" % path
     build(synthetic_data_dir, hparams)[0].prepare()
     payload = torch.load(path, weights_only=True)
     metadata = payload["metadata"]

@@ -204,6 +204,15 @@ class RecurrentCell(nn.Module):
         return ((1.0 - update) * candidate + update * hidden,)
 
 
+def seeded_dropout(x: torch.Tensor, p: float, generator: Optional[torch.Generator]) -> torch.Tensor:
+    """Inverted dropout of ``x`` at rate ``p`` with its mask drawn from ``generator`` (``nn.Dropout`` draws from
+    torch's global stream, which a resumed training does not restore; the simulator's generator is checkpointed)."""
+    if p <= 0.0:
+        return x
+    keep = torch.rand(x.shape, generator=generator, device=x.device, dtype=x.dtype) >= p
+    return x * keep / (1.0 - p)
+
+
 def _keep_where(
     valid: torch.Tensor,
     new: Tuple[torch.Tensor, ...],
@@ -308,7 +317,6 @@ class ContextAwareUserSimulator(nn.Module):
         self.action_projection = nn.Linear(hidden, hidden)  # W3, b3
         self.position_embedding = nn.Embedding(config.list_size, config.position_size)
         self.decoder = RecurrentCell(config.cell, 3 * hidden + config.position_size, hidden)
-        self.output_dropout = nn.Dropout(config.dropout)
         self.click_head = nn.Linear(hidden, 1)  # W4, b4
 
     @property
@@ -424,7 +432,8 @@ class ContextAwareUserSimulator(nn.Module):
                 pre = pre - unpositioned * positions[t]
             step = self.decoder.step(pre, state, weight, previous_click, overwrite=True)
             state = _keep_where(layout.shown[t], step, state, layout.all_shown[t])
-            logit = self.click_head(self.output_dropout(state[0])).squeeze(-1)
+            hidden = seeded_dropout(state[0], self.config.dropout, generator) if self.training else state[0]
+            logit = self.click_head(hidden).squeeze(-1)
             click = given[t] if threshold is None else (logit.detach() > threshold[t]).to(logit.dtype)
             previous_click = click.unsqueeze(-1)
             logits.append(logit)
