@@ -114,13 +114,14 @@ class SimulatorTrainingConfig:
     simulator_position_size: int = 16
     # options added after runs and checkpoints existed: at their defaults they change nothing (inert)
     simulator_design: str = knob("context_aware", inert_when=Off("simulator_design", "context_aware"))
-    # the authors' training (studies/simulator_designs: the screening's choice) became the default after runs existed
-    simulator_dropout: float = knob(0.4, inert_when=Off("simulator_dropout", 0.0), old_default=0.0)
-    simulator_actions: int = knob(2, inert_when=Off("simulator_actions", 3), old_default=3)
+    # the authors' training (studies/simulator_designs: the screening's choice) became the default after runs existed;
+    # no old_default declared: the fingerprint would drop the namings of the old values from the hyper-parameters,
+    # and a study that had pinned every knob (simulator_designs) would see its runs go stale
+    simulator_dropout: float = knob(0.4, inert_when=Off("simulator_dropout", 0.0))
+    simulator_actions: int = knob(2, inert_when=Off("simulator_actions", 3))
     simulator_position_dropout: float = knob(0.0, inert_when=Off("simulator_position_dropout", 0.0))
-    teacher_forcing_ratio: float = knob(0.5, checkpoint=True, old_default=1.0)
-    teacher_forcing_unit: str = knob("batch", checkpoint=True, inert_when=Off("teacher_forcing_unit", "click"),
-                                     old_default="click")
+    teacher_forcing_ratio: float = knob(0.5, checkpoint=True)
+    teacher_forcing_unit: str = knob("batch", checkpoint=True, inert_when=Off("teacher_forcing_unit", "click"))
     simulator_heldout_fraction: float = knob(0.1, checkpoint=True)
     simulator_heldout_max_share: float = knob(0.0, checkpoint=True,
                                               inert_when=Off("simulator_heldout_max_share", 0.0))
