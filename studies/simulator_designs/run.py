@@ -290,7 +290,9 @@ def design_config(name: str):
 
 def tensors_equal(path_a: str, path_b: str) -> bool:
     """Whether two simulator checkpoints hold the same weights, bit for bit."""
-    a, b = (torch.load(p, map_location="cpu", weights_only=False)["state_dict"] for p in (path_a, path_b))
+    from ultra_multr.simulator import load_simulator
+
+    a, b = (load_simulator(p)[0].state_dict() for p in (path_a, path_b))
     return a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a)
 
 
@@ -304,8 +306,9 @@ class CarriedRun:
 
 def checkpoint_metadata(run_dir: str) -> dict:
     """The simulator checkpoint's metadata of a run, as JSON holds it."""
-    path = os.path.join(run_dir, SIMULATOR_CKPT)
-    return json.loads(json.dumps(torch.load(path, map_location="cpu", weights_only=False)["metadata"]))
+    from ultra_multr.simulator import load_simulator
+
+    return json.loads(json.dumps(load_simulator(os.path.join(run_dir, SIMULATOR_CKPT))[1]))
 
 
 def carried_rows(out: str, carried: str, designs: Sequence[str]) -> tuple:
