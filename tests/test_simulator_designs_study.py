@@ -39,7 +39,8 @@ def test_screening_methods_pin_every_knob_but_the_runs_own():
 
 
 def _row(design, decile, seconds):
-    return {"design": design, "decile_stat": decile, "simulator_s": seconds}
+    return {"key": design, "design": study.OLD_DEFAULT if design == "default" else design, "decile_stat": decile,
+            "simulator_s": seconds}
 
 
 def test_the_rule_takes_the_smallest_median_decile_within_the_time_limit():
@@ -48,4 +49,45 @@ def test_the_rule_takes_the_smallest_median_decile_within_the_time_limit():
     chosen, why = study.choose(rows)
     assert chosen == "ok"  # |+0.30| < |-0.50|; slow_good is over 1.5 x 100 s; the control never counts
     assert "slow_good" in why and study.CONTROL not in why.split("over the time limit")[-1]
-    assert study.choose(rows[:2])[0] == "default"
+    assert "the old_default design's 100.0 s" in why
+    assert study.choose(rows[:2])[0] == "default"  # the key the grid's --design takes, not the table's name
+
+
+def test_the_grid_names_the_arm_equal_to_multrs_defaults_default():
+    """The table's ``default`` row is the design MULTR trains with today, by its config, not by a name kept by hand."""
+    equal = [name for name in study.DESIGNS
+             if flat_values(study.design_config(name)) == flat_values(MULTRConfig())]
+    assert equal == ["authors_training"]
+    assert study.arm_name("multr_authors_training") == "default"
+    assert study.arm_name("multr_true") == study.CONTROL
+    assert study.arm_name("multr_teacher_forcing_batch") == "teacher_forcing_batch"
+    assert study.arm_name("multr_default") == study.OLD_DEFAULT  # the simulator's defaults when the study began
+    assert study.arm_name("dla") == "dla" and study.arm_name("rand_paper") == "rand_paper"
+
+
+class _Record:
+    def __init__(self, run_dir):
+        self.info = {"run_dir": run_dir, "fold": "set", "method": "multr_x"}
+
+
+def test_a_stored_decile_statistic_is_read_only_while_its_inputs_hold(tmp_path):
+    """The tables keep each run's statistic in its folder; a changed checkpoint or training split computes it again
+    (here: tries to, and fails on the fake checkpoint), never reuses the stale value."""
+    import json
+
+    out, run_dir = tmp_path / "out", tmp_path / "run"
+    (out / "data" / "set" / "train").mkdir(parents=True)
+    (out / "data" / "set" / "train" / "train.feature").write_text("1 1:0.5\n")
+    checkpoint = run_dir / study.SIMULATOR_CKPT
+    checkpoint.parent.mkdir(parents=True)
+    checkpoint.write_bytes(b"weights")
+    data_dir = str(out / "data" / "set") + os.sep
+    key = study.decile_key(str(checkpoint), data_dir, "cascade")
+    (run_dir / study.DECILE_FILE).write_text(json.dumps({"key": key, "decile_statistic": -0.25}))
+    assert study.decile_statistics(str(out), [_Record(str(run_dir))], "cascade") == {str(run_dir): -0.25}
+    for change in (lambda: checkpoint.write_bytes(b"other weights"),
+                   lambda: (out / "data" / "set" / "train" / "train.feature").write_text("1 1:0.6\n")):
+        change()
+        assert study.decile_key(str(checkpoint), data_dir, "cascade") != key
+        with pytest.raises(Exception):
+            study.decile_statistics(str(out), [_Record(str(run_dir))], "cascade")

@@ -92,9 +92,13 @@ DESIGNS: Dict[str, Dict[str, object]] = {
                 "simulator_steps": 10050, "simulator_patience": 0},
 }
 CONTROL = "true_click_model"
+#: The tables' name of :data:`DESIGNS`' ``default``: the simulator's defaults when the study began (:data:`STUDY_BASE`).
+OLD_DEFAULT = "old_default"
 #: The label's mark of a design whose screening runs an earlier tree trained (:func:`carried_rows`).
 CARRIED_MARK = " (carried)"
 SIMULATOR_CKPT = os.path.join("model", "ultra_multr.MULTR.simulator.ckpt")
+#: A run's decile statistic, kept beside its results under the key of its inputs (:func:`decile_key`).
+DECILE_FILE = "decile_statistic.json"
 #: What a carried checkpoint must share with a current run on its set and seed.
 FINGERPRINT_KEYS = ("data_fingerprint", "click_model_fingerprint", "train_input_feed", "train_input_hparams")
 #: The screening's rule: among designs whose simulator trains in at most this many times the default's time.
@@ -197,8 +201,28 @@ def simulator_seconds(run_dir: str) -> float:
     return float(found[-1]) if found else 0.0
 
 
+def decile_key(checkpoint: Optional[str], data_dir: str, regime: str) -> str:
+    """SHA-256 of what a run's decile statistic is a function of: its simulator checkpoint (none for the control),
+    the truth's click model, its set's training split and the code that reads and runs them (every source file of
+    ``ultra_multr``)."""
+    import hashlib
+
+    import ultra_multr
+    from ultra_multr.data.check_cache import file_sha256
+
+    train, package = os.path.join(data_dir, "train"), os.path.dirname(ultra_multr.__file__)
+    paths = [checkpoint] if checkpoint else []
+    paths += [CLICK_MODELS[regime]] + [os.path.join(train, name) for name in sorted(os.listdir(train))]
+    paths += sorted(os.path.join(folder, name) for folder, _, names in os.walk(package)
+                    for name in names if name.endswith(".py"))
+    return hashlib.sha256(json.dumps([file_sha256(path) for path in paths]).encode()).hexdigest()
+
+
 def decile_statistics(out: str, records, regime: str) -> Dict[str, float]:
-    """run folder -> the decile statistic of its simulator against the truth on its set's training lists."""
+    """run folder -> the decile statistic of its simulator against the truth on its set's training lists.
+
+    Each is kept in the run folder (``decile_statistic.json``) under :func:`decile_key` and read from there while
+    the key holds; a changed checkpoint, click model, training split or code computes it again."""
     import ultra
 
     from ultra_multr.click_models.ultra import load_click_model_file
@@ -215,8 +239,16 @@ def decile_statistics(out: str, records, regime: str) -> Dict[str, float]:
         if not (control or os.path.isfile(path)):
             continue
         fold = record.info["fold"]
+        data_dir = os.path.join(out, "data", fold, "")
+        stored_path = os.path.join(run_dir, DECILE_FILE)
+        key = decile_key(None if control else path, data_dir, regime)
+        if os.path.isfile(stored_path):
+            with open(stored_path) as handle:
+                stored = json.load(handle)
+            if stored.get("key") == key:
+                found[run_dir] = float(stored["decile_statistic"])
+                continue
         if fold not in truths:
-            data_dir = os.path.join(out, "data", fold, "")
             data = ultra.utils.read_data(data_dir, "train", None, 0)
             arrays = query_arrays(data, 10)
             truth = TrueClickModelSimulator(load_click_model_file(CLICK_MODELS[regime]).model,
@@ -226,6 +258,7 @@ def decile_statistics(out: str, records, regime: str) -> Dict[str, float]:
         truth, features, mask, scores = truths[fold]
         simulator = truth if control else load_simulator(path, torch.device("cpu"))[0]
         found[run_dir] = float(simulator_validity(simulator, truth, features, mask, scores, 256)["decile_statistic"])
+        atomic_write_text(stored_path, json.dumps({"key": key, "decile_statistic": found[run_dir]}) + "\n")
     return found
 
 
@@ -269,10 +302,12 @@ def screening_rows(out: str) -> List[dict]:
             continue
         stats = [deciles[r.info["run_dir"]] for r in mine if r.info["run_dir"] in deciles]
         seconds = [simulator_seconds(r.info["run_dir"]) for r in mine]
-        per_run += [{"design": name, "set": r.info["fold"], "seed": r.info["seed"],
+        shown = OLD_DEFAULT if name == "default" else name
+        per_run += [{"design": shown, "set": r.info["fold"], "seed": r.info["seed"],
                      "decile_stat": fmt(deciles.get(r.info["run_dir"])), "simulator_s": fmt(s, 1)}
                     for r, s in zip(mine, seconds)]
-        rows.append({"data": "ultra_recipe", "regime": "cascade (screening)", "design": name, "runs": len(mine),
+        rows.append({"data": "ultra_recipe", "regime": "cascade (screening)", "key": name,
+                     "design": shown, "runs": len(mine),
                      "decile_stat": fmt(float(np.median(stats)) if stats else None),
                      "simulator_s": fmt(float(np.median(seconds)), 1)})
     return rows, per_run
@@ -361,7 +396,7 @@ def carried_rows(out: str, carried: str, designs: Sequence[str]) -> tuple:
         per_run += [{"design": name + CARRIED_MARK, "set": run.info["fold"], "seed": run.seed,
                      "decile_stat": fmt(deciles[run.info["run_dir"]]), "simulator_s": fmt(s, 1)}
                     for run, s in zip(runs, seconds)]
-        rows.append({"data": "ultra_recipe", "regime": "cascade (screening)", "design": name + CARRIED_MARK,
+        rows.append({"data": "ultra_recipe", "regime": "cascade (screening)", "key": name, "design": name + CARRIED_MARK,
                      "runs": len(runs), "decile_stat": fmt(float(np.median(list(deciles.values())))),
                      "simulator_s": fmt(float(np.median(seconds)), 1)})
     check = ("%s: simulators trained by an earlier tree (%s), taken where they hold: the %d runs of other designs "
@@ -375,17 +410,32 @@ def carried_rows(out: str, carried: str, designs: Sequence[str]) -> tuple:
 
 def choose(rows: List[dict]) -> tuple:
     """The screening's rule: among designs (not the control) whose median training time is at most
-    :data:`TIME_FACTOR` times the default's, the smallest median |decile statistic|.  Returns (name, why)."""
-    by_name = {row["design"]: row for row in rows}
-    limit = TIME_FACTOR * float(by_name["default"]["simulator_s"])
-    eligible = [row for row in rows if row["design"] != CONTROL and row["decile_stat"]
+    :data:`TIME_FACTOR` times the default's when the study began, the smallest median |decile statistic|.
+    ``rows``: screening rows (``key`` the :data:`DESIGNS` name).  Returns (the chosen design's key, why)."""
+    base = next(row for row in rows if row["key"] == "default")
+    limit = TIME_FACTOR * float(base["simulator_s"])
+    eligible = [row for row in rows if row["key"] != CONTROL and row["decile_stat"]
                 and float(row["simulator_s"]) <= limit]
     best = min(eligible, key=lambda row: abs(float(row["decile_stat"])))
-    excluded = [row["design"] for row in rows if row["design"] != CONTROL and row not in eligible]
-    return best["design"], ("smallest median |decile statistic| (%s) among designs whose simulator trains in at most "
-                            "%.1fx the default's %s s (%.0f s)%s" % (
-                                best["decile_stat"], TIME_FACTOR, by_name["default"]["simulator_s"], limit,
+    excluded = [row["design"] for row in rows if row["key"] != CONTROL and row not in eligible]
+    return best["key"], ("smallest median |decile statistic| (%s) among designs whose simulator trains in at most "
+                         "%.1fx the %s design's %s s (%.0f s)%s" % (
+                             best["decile_stat"], TIME_FACTOR, base["design"], base["simulator_s"], limit,
                                 "; over the time limit: %s" % ", ".join(excluded) if excluded else ""))
+
+
+def arm_name(method: str) -> str:
+    """A grid arm's name in the tables: ``true_click_model`` for the control, ``default`` for the design equal to
+    MULTR's defaults now (:class:`~ultra_multr.simulator.training_config.SimulatorTrainingConfig`), else the
+    design's (:data:`OLD_DEFAULT` for ``default``) or the method's name."""
+    from ultra_multr.algorithms.multr import MULTRConfig
+
+    if method == "multr_true":
+        return CONTROL
+    design = method[len("multr_"):] if method.startswith("multr_") else None
+    if design in DESIGNS and flat_values(design_config(design)) == flat_values(MULTRConfig()):
+        return "default"
+    return OLD_DEFAULT if design == "default" else design or method
 
 
 def grid_rows(out: str, regime: str) -> List[dict]:
@@ -397,7 +447,7 @@ def grid_rows(out: str, regime: str) -> List[dict]:
     rows = []
     for name in sorted({r.info["method"] for r in records}, key=lambda m: (m != "dla", m)):
         mine = [r for r in records if r.info["method"] == name]
-        label = marked_label(name, as_host_counts(mine), len(mine))
+        label = marked_label(arm_name(name), as_host_counts(mine), len(mine))
         row = {"data": data, "regime": regime, "design": label, "runs": len(mine),
                "ndcg10": fmt(float(np.mean([r.mean("ndcg_10") for r in mine])))}
         stats = [deciles[r.info["run_dir"]] for r in mine if r.info["run_dir"] in deciles]
@@ -445,8 +495,10 @@ def tables(out: str, results: str, carried: Optional[str] = None, carried_design
         rows += grid_rows(out, regime)
     write_table(rows, COLUMNS, os.path.join(results, "simulator_designs"), (
         "Simulator designs (studies/simulator_designs/run.py). Screening rows: the simulator alone, 3 recipe sets x 2 "
-        "seeds, cascade; decile_stat the median over runs, simulator_s the median training time (one core). Grid "
-        "rows: 2,000 ranker updates at learning rate 0.05 for every arm; delta_vs_dla, ci_low, ci_high: the mean "
+        "seeds, cascade; decile_stat the median over runs, simulator_s the median training time (one core); "
+        "old_default: the simulator's defaults when the study began. Grid rows: MULTR with the true click model "
+        "(true_click_model) and with the design that is MULTR's default now (default: the screening's choice, "
+        "authors_training) beside DLA; 2,000 ranker updates at learning rate 0.05 for every arm; delta_vs_dla, ci_low, ci_high: the mean "
         "paired difference over runs (same set and seed) and its 95 % t-interval; p_runs its sign-flip p; p_queries "
         "the paired randomisation test over the pooled test queries." + (" " + check + "." if check else "")))
     return chosen
