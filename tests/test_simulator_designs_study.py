@@ -91,3 +91,12 @@ def test_a_stored_decile_statistic_is_read_only_while_its_inputs_hold(tmp_path):
         assert study.decile_key(str(checkpoint), data_dir, "cascade") != key
         with pytest.raises(Exception):
             study.decile_statistics(str(out), [_Record(str(run_dir))], "cascade")
+
+
+def test_the_screening_runs_cascade_or_position_based_clicks_only(tmp_path, capsys):
+    assert study.CLICK_MODELS["screen_pbm"] == study.PBM and study.CLICK_MODELS["screen"] == study.CLICK_MODELS["cascade"]
+    assert study.methods("screen_pbm", None) == study.methods("screen", None)  # the same designs, other clicks
+    with pytest.raises(SystemExit):
+        study.main(["screen", "--out", str(tmp_path), "--regime", "sparse"])
+    assert "--regime sparse: the screening runs cascade or pbm clicks" in capsys.readouterr().err
+    assert not os.listdir(tmp_path)  # refused before anything is written

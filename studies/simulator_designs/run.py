@@ -7,6 +7,8 @@ so that no later default change makes the runs stale.  The learning rate is fixe
 
     # 1. screening, simulator only: every design on the 3 recipe sets x 2 seeds, cascade clicks
     python studies/simulator_designs/run.py screen --out out/designs [--workers 2]
+    # 1b. the chosen design under position-based clicks (goal B1)
+    python studies/simulator_designs/run.py screen --out out/designs --regime pbm --screen_designs authors_training
     # 2. the grid with the design the screening's rule chose (or --design NAME)
     python studies/simulator_designs/run.py grid --out out/designs --regime cascade --seeds 0 1 2 3 4 5
     python studies/simulator_designs/run.py grid --out out/designs --regime pbm --seeds 0 1
@@ -56,7 +58,10 @@ from ultra_multr.generate.ultra_recipe import SCREENED_RECIPES, write_recipe_dat
 
 RESULTS = os.path.join(REPO, "studies", "simulator_designs", "results")
 PBM = os.path.join(REPO, "settings", "click_models", "pbm_eta1_eps0.1_ymax4.json")
-CLICK_MODELS = {"cascade": screen.CASCADE, "pbm": PBM, "sparse": screen.CASCADE, "rand": screen.CASCADE}
+CLICK_MODELS = {"cascade": screen.CASCADE, "pbm": PBM, "sparse": screen.CASCADE, "rand": screen.CASCADE,
+                "screen": screen.CASCADE, "screen_pbm": PBM}
+#: The screening stages and their clicks: the rule's (cascade), and position-based (goal B1 asks for both).
+SCREENS = {"screen": "cascade", "screen_pbm": "pbm"}
 #: Knobs left to the run: its seed (the runner's), its device and its log.
 UNPINNED = ("seed", "device", "log_every", "simulator_log_every")
 LEARNING_RATE = 0.05
@@ -143,7 +148,7 @@ def method(label: str, overrides: Dict[str, object], algorithm: str = "MULTR") -
 
 def methods(regime: str, design: Optional[str]) -> Dict[str, dict]:
     """The runner's methods of a stage: the screening's designs, or a grid's arms."""
-    if regime == "screen":
+    if regime in SCREENS:
         return {"design_" + name: method(name, overrides) for name, overrides in DESIGNS.items()}
     sparse = {"simulator_heldout_max_share": 0.25} if regime == "sparse" else {}
     if regime == "rand":
@@ -181,12 +186,12 @@ def run_stage(out: str, regime: str, seeds: Sequence[int], steps: int, design: O
     ``designs`` only."""
     stage = os.path.join(out, regime)
     definitions = methods(regime, design)
-    if regime == "screen":
+    if regime in SCREENS:
         definitions = {"design_" + name: definitions["design_" + name] for name in designs}
     config = screen.study_config(stage, data_dirs(out, regime), list(seeds), steps, list(definitions),
                                  os.path.abspath(CLICK_MODELS.get(regime, screen.CASCADE)),
                                  sessions_per_query=1 if regime == "sparse" else 0, definitions=definitions)
-    if regime == "screen":  # the simulator alone: two ranker updates (main.py checks at every checkpoint)
+    if regime in SCREENS:  # the simulator alone: two ranker updates (main.py checks at every checkpoint)
         config["main_args"].update(max_train_iteration=1, steps_per_checkpoint=1)
     path = os.path.join(stage, "study.json")
     os.makedirs(stage, exist_ok=True)
@@ -291,10 +296,11 @@ def fmt(value: Optional[float], digits: int = 4, sign: bool = False) -> str:
     return ("%+.*f" if sign else "%.*f") % (digits, value)
 
 
-def screening_rows(out: str) -> List[dict]:
-    """One row per design: the median decile statistic over its runs (and |median|), the median training time."""
-    records = finished(out, "screen")
-    deciles = decile_statistics(out, records, "cascade")
+def screening_rows(out: str, stage: str = "screen") -> List[dict]:
+    """One row per design of a screening stage: the median decile statistic over its runs, the median training
+    time."""
+    records = finished(out, stage)
+    deciles = decile_statistics(out, records, stage)
     rows, per_run = [], []
     for name in DESIGNS:
         mine = [r for r in records if r.info["method"] == "design_" + name]
@@ -303,10 +309,10 @@ def screening_rows(out: str) -> List[dict]:
         stats = [deciles[r.info["run_dir"]] for r in mine if r.info["run_dir"] in deciles]
         seconds = [simulator_seconds(r.info["run_dir"]) for r in mine]
         shown = OLD_DEFAULT if name == "default" else name
-        per_run += [{"design": shown, "set": r.info["fold"], "seed": r.info["seed"],
+        per_run += [{"design": shown, "clicks": SCREENS[stage], "set": r.info["fold"], "seed": r.info["seed"],
                      "decile_stat": fmt(deciles.get(r.info["run_dir"])), "simulator_s": fmt(s, 1)}
                     for r, s in zip(mine, seconds)]
-        rows.append({"data": "ultra_recipe", "regime": "cascade (screening)", "key": name,
+        rows.append({"data": "ultra_recipe", "regime": "%s (screening)" % SCREENS[stage], "key": name,
                      "design": shown, "runs": len(mine),
                      "decile_stat": fmt(float(np.median(stats)) if stats else None),
                      "simulator_s": fmt(float(np.median(seconds)), 1)})
@@ -393,7 +399,7 @@ def carried_rows(out: str, carried: str, designs: Sequence[str]) -> tuple:
                 runs.append(run)
         deciles = decile_statistics(out, runs, "cascade")
         seconds = [simulator_seconds(run.info["run_dir"]) for run in runs]
-        per_run += [{"design": name + CARRIED_MARK, "set": run.info["fold"], "seed": run.seed,
+        per_run += [{"design": name + CARRIED_MARK, "clicks": "cascade", "set": run.info["fold"], "seed": run.seed,
                      "decile_stat": fmt(deciles[run.info["run_dir"]]), "simulator_s": fmt(s, 1)}
                     for run, s in zip(runs, seconds)]
         rows.append({"data": "ultra_recipe", "regime": "cascade (screening)", "key": name, "design": name + CARRIED_MARK,
@@ -484,22 +490,25 @@ def tables(out: str, results: str, carried: Optional[str] = None, carried_design
     if carried and carried_designs:
         more, more_runs, check = carried_rows(out, carried, carried_designs)
         rows, per_run = rows + more, per_run + more_runs
-    if rows:
-        write_table(per_run, ("design", "set", "seed", "decile_stat", "simulator_s"),
+    chosen_from = list(rows)  # the rule reads the cascade screening alone
+    more, more_runs = screening_rows(out, "screen_pbm")
+    rows, per_run = rows + more, per_run + more_runs
+    if chosen_from:
+        write_table(per_run, ("design", "clicks", "set", "seed", "decile_stat", "simulator_s"),
                     os.path.join(results, "screening_runs"),
                     "Every screening run: its simulator's decile statistic and training time (s, on one core).")
-        chosen, why = choose(rows)
+        chosen, why = choose(chosen_from)
         atomic_write_text(os.path.join(results, "choice.md"), "Chosen design: **%s**: %s.\n%s" % (
             chosen, why, "\n" + check + ".\n" if check else ""))
     for regime in ("cascade", "pbm", "sparse", "rand"):
         rows += grid_rows(out, regime)
     write_table(rows, COLUMNS, os.path.join(results, "simulator_designs"), (
         "Simulator designs (studies/simulator_designs/run.py). Screening rows: the simulator alone, 3 recipe sets x 2 "
-        "seeds, cascade; decile_stat the median over runs, simulator_s the median training time (one core); "
+        "seeds, cascade clicks (the rule's) or position-based clicks (pbm); decile_stat the median over runs, simulator_s the median training time (one core); "
         "old_default: the simulator's defaults when the study began. Grid rows: MULTR with the true click model "
         "(true_click_model) and with the design that is MULTR's default now (default: the screening's choice, "
-        "authors_training) beside DLA; 2,000 ranker updates at learning rate 0.05 for every arm; delta_vs_dla, ci_low, ci_high: the mean "
-        "paired difference over runs (same set and seed) and its 95 % t-interval; p_runs its sign-flip p; p_queries "
+        "authors_training) beside DLA; 2,000 ranker updates at learning rate 0.05 for every arm; delta_vs_dla, "
+        "ci_low, ci_high: the mean paired difference over runs (same set and seed) and its 95 % t-interval; p_runs its sign-flip p; p_queries "
         "the paired randomisation test over the pooled test queries." + (" " + check + "." if check else "")))
     return chosen
 
@@ -523,7 +532,10 @@ def main(argv: Sequence[str] = None) -> int:
     args = parser.parse_args(argv)
     out = os.path.abspath(args.out)
     if args.stage == "screen":
-        code = run_stage(out, "screen", args.seeds, 1, None, args.workers, args.screen_designs)
+        if args.regime not in ("cascade", "pbm"):
+            parser.error("--regime %s: the screening runs cascade or pbm clicks" % args.regime)
+        stage = "screen" if args.regime == "cascade" else "screen_" + args.regime
+        code = run_stage(out, stage, args.seeds, 1, None, args.workers, args.screen_designs)
     elif args.stage == "grid":
         design = args.design or tables(out, args.results, args.carried, args.carried_designs)
         if design is None or design not in DESIGNS:
