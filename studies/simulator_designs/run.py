@@ -463,7 +463,7 @@ def grid_rows(out: str, regime: str) -> List[dict]:
             runs = runs_over_runs(mine, dla, "ndcg_10")
             a, b = compare.paired(mine, dla, "ndcg_10")
             row.update(delta_vs_dla=fmt(runs.mean, sign=True), ci_low=fmt(runs.ci_low, sign=True),
-                       ci_high=fmt(runs.ci_high, sign=True), p_runs=fmt(runs.p, 4) if runs.p is not None else "",
+                       ci_high=fmt(runs.ci_high, sign=True), p_runs="%.2g" % runs.p if runs.p is not None else "",
                        p_queries="%.4g" % randomization_test(a, b))
         rows.append(row)
     return rows
