@@ -94,7 +94,8 @@ def test_a_stored_decile_statistic_is_read_only_while_its_inputs_hold(tmp_path):
 
 
 def test_the_screening_runs_cascade_or_position_based_clicks_only(tmp_path, capsys):
-    assert study.CLICK_MODELS["screen_pbm"] == study.PBM and study.CLICK_MODELS["screen"] == study.CLICK_MODELS["cascade"]
+    assert study.CLICK_MODELS["screen_pbm"] == study.PBM
+    assert study.CLICK_MODELS["screen"] == study.CLICK_MODELS["cascade"]
     assert study.methods("screen_pbm", None) == study.methods("screen", None)  # the same designs, other clicks
     with pytest.raises(SystemExit):
         study.main(["screen", "--out", str(tmp_path), "--regime", "sparse"])

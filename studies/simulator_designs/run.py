@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import io
 import json
 import os
@@ -99,6 +100,13 @@ DESIGNS: Dict[str, Dict[str, object]] = {
 CONTROL = "true_click_model"
 #: The tables' name of :data:`DESIGNS`' ``default``: the simulator's defaults when the study began (:data:`STUDY_BASE`).
 OLD_DEFAULT = "old_default"
+
+
+def shown(design: str) -> str:
+    """A :data:`DESIGNS` name as the tables print it (``default`` is :data:`OLD_DEFAULT` there)."""
+    return OLD_DEFAULT if design == "default" else design
+
+
 #: The label's mark of a design whose screening runs an earlier tree trained (:func:`carried_rows`).
 CARRIED_MARK = " (carried)"
 SIMULATOR_CKPT = os.path.join("model", "ultra_multr.MULTR.simulator.ckpt")
@@ -206,21 +214,31 @@ def simulator_seconds(run_dir: str) -> float:
     return float(found[-1]) if found else 0.0
 
 
-def decile_key(checkpoint: Optional[str], data_dir: str, regime: str) -> str:
-    """SHA-256 of what a run's decile statistic is a function of: its simulator checkpoint (none for the control),
-    the truth's click model, its set's training split and the code that reads and runs them (every source file of
-    ``ultra_multr``)."""
-    import hashlib
-
+@functools.lru_cache(maxsize=None)
+def code_digests() -> tuple:
+    """SHA-256 of every source file of ``ultra_multr``, once per process (the code this process imported)."""
     import ultra_multr
     from ultra_multr.data.check_cache import file_sha256
 
-    train, package = os.path.join(data_dir, "train"), os.path.dirname(ultra_multr.__file__)
+    package = os.path.dirname(ultra_multr.__file__)
+    return tuple(file_sha256(path) for path in sorted(os.path.join(folder, name)
+                                                      for folder, _, names in os.walk(package)
+                                                      for name in names if name.endswith(".py")))
+
+
+def decile_key(checkpoint: Optional[str], data_dir: str, regime: str) -> str:
+    """SHA-256 of what a run's decile statistic is a function of: its simulator checkpoint (none for the control),
+    the truth's click model, its set's training split and the code that reads and runs them
+    (:func:`code_digests`)."""
+    import hashlib
+
+    from ultra_multr.data.check_cache import file_sha256
+
+    train = os.path.join(data_dir, "train")
     paths = [checkpoint] if checkpoint else []
     paths += [CLICK_MODELS[regime]] + [os.path.join(train, name) for name in sorted(os.listdir(train))]
-    paths += sorted(os.path.join(folder, name) for folder, _, names in os.walk(package)
-                    for name in names if name.endswith(".py"))
-    return hashlib.sha256(json.dumps([file_sha256(path) for path in paths]).encode()).hexdigest()
+    digests = [file_sha256(path) for path in paths] + list(code_digests())
+    return hashlib.sha256(json.dumps(digests).encode()).hexdigest()
 
 
 def decile_statistics(out: str, records, regime: str) -> Dict[str, float]:
@@ -308,12 +326,11 @@ def screening_rows(out: str, stage: str = "screen") -> List[dict]:
             continue
         stats = [deciles[r.info["run_dir"]] for r in mine if r.info["run_dir"] in deciles]
         seconds = [simulator_seconds(r.info["run_dir"]) for r in mine]
-        shown = OLD_DEFAULT if name == "default" else name
-        per_run += [{"design": shown, "clicks": SCREENS[stage], "set": r.info["fold"], "seed": r.info["seed"],
+        per_run += [{"design": shown(name), "clicks": SCREENS[stage], "set": r.info["fold"], "seed": r.info["seed"],
                      "decile_stat": fmt(deciles.get(r.info["run_dir"])), "simulator_s": fmt(s, 1)}
                     for r, s in zip(mine, seconds)]
         rows.append({"data": "ultra_recipe", "regime": "%s (screening)" % SCREENS[stage], "key": name,
-                     "design": shown, "runs": len(mine),
+                     "design": shown(name), "runs": len(mine),
                      "decile_stat": fmt(float(np.median(stats)) if stats else None),
                      "simulator_s": fmt(float(np.median(seconds)), 1)})
     return rows, per_run
@@ -402,7 +419,8 @@ def carried_rows(out: str, carried: str, designs: Sequence[str]) -> tuple:
         per_run += [{"design": name + CARRIED_MARK, "clicks": "cascade", "set": run.info["fold"], "seed": run.seed,
                      "decile_stat": fmt(deciles[run.info["run_dir"]]), "simulator_s": fmt(s, 1)}
                     for run, s in zip(runs, seconds)]
-        rows.append({"data": "ultra_recipe", "regime": "cascade (screening)", "key": name, "design": name + CARRIED_MARK,
+        rows.append({"data": "ultra_recipe", "regime": "cascade (screening)", "key": name,
+                     "design": name + CARRIED_MARK,
                      "runs": len(runs), "decile_stat": fmt(float(np.median(list(deciles.values())))),
                      "simulator_s": fmt(float(np.median(seconds)), 1)})
     check = ("%s: simulators trained by an earlier tree (%s), taken where they hold: the %d runs of other designs "
@@ -427,13 +445,13 @@ def choose(rows: List[dict]) -> tuple:
     return best["key"], ("smallest median |decile statistic| (%s) among designs whose simulator trains in at most "
                          "%.1fx the %s design's %s s (%.0f s)%s" % (
                              best["decile_stat"], TIME_FACTOR, base["design"], base["simulator_s"], limit,
-                                "; over the time limit: %s" % ", ".join(excluded) if excluded else ""))
+                             "; over the time limit: %s" % ", ".join(excluded) if excluded else ""))
 
 
 def arm_name(method: str) -> str:
     """A grid arm's name in the tables: ``true_click_model`` for the control, ``default`` for the design equal to
     MULTR's defaults now (:class:`~ultra_multr.simulator.training_config.SimulatorTrainingConfig`), else the
-    design's (:data:`OLD_DEFAULT` for ``default``) or the method's name."""
+    design's (:func:`shown`) or the method's name."""
     from ultra_multr.algorithms.multr import MULTRConfig
 
     if method == "multr_true":
@@ -441,7 +459,7 @@ def arm_name(method: str) -> str:
     design = method[len("multr_"):] if method.startswith("multr_") else None
     if design in DESIGNS and flat_values(design_config(design)) == flat_values(MULTRConfig()):
         return "default"
-    return OLD_DEFAULT if design == "default" else design or method
+    return shown(design) if design else method
 
 
 def grid_rows(out: str, regime: str) -> List[dict]:
@@ -504,12 +522,13 @@ def tables(out: str, results: str, carried: Optional[str] = None, carried_design
         rows += grid_rows(out, regime)
     write_table(rows, COLUMNS, os.path.join(results, "simulator_designs"), (
         "Simulator designs (studies/simulator_designs/run.py). Screening rows: the simulator alone, 3 recipe sets x 2 "
-        "seeds, cascade clicks (the rule's) or position-based clicks (pbm); decile_stat the median over runs, simulator_s the median training time (one core); "
-        "old_default: the simulator's defaults when the study began. Grid rows: MULTR with the true click model "
-        "(true_click_model) and with the design that is MULTR's default now (default: the screening's choice, "
-        "authors_training) beside DLA; 2,000 ranker updates at learning rate 0.05 for every arm; delta_vs_dla, "
-        "ci_low, ci_high: the mean paired difference over runs (same set and seed) and its 95 % t-interval; p_runs its sign-flip p; p_queries "
-        "the paired randomisation test over the pooled test queries." + (" " + check + "." if check else "")))
+        "seeds, cascade clicks (the rule's) or position-based clicks (pbm); decile_stat the median over runs, "
+        "simulator_s the median training time (one core); old_default: the simulator's defaults when the study "
+        "began. Grid rows: MULTR with the true click model (true_click_model) and with the design that is MULTR's "
+        "default now (default: the screening's choice, authors_training) beside DLA; 2,000 ranker updates at "
+        "learning rate 0.05 for every arm; delta_vs_dla, ci_low, ci_high: the mean paired difference over runs (same "
+        "set and seed) and its 95 % t-interval; p_runs its sign-flip p; p_queries the paired randomisation test over "
+        "the pooled test queries." + (" " + check + "." if check else "")))
     return chosen
 
 
@@ -532,9 +551,10 @@ def main(argv: Sequence[str] = None) -> int:
     args = parser.parse_args(argv)
     out = os.path.abspath(args.out)
     if args.stage == "screen":
-        if args.regime not in ("cascade", "pbm"):
-            parser.error("--regime %s: the screening runs cascade or pbm clicks" % args.regime)
-        stage = "screen" if args.regime == "cascade" else "screen_" + args.regime
+        stages = {clicks: stage for stage, clicks in SCREENS.items()}
+        if args.regime not in stages:
+            parser.error("--regime %s: the screening runs %s clicks" % (args.regime, " or ".join(stages)))
+        stage = stages[args.regime]
         code = run_stage(out, stage, args.seeds, 1, None, args.workers, args.screen_designs)
     elif args.stage == "grid":
         design = args.design or tables(out, args.results, args.carried, args.carried_designs)
