@@ -55,7 +55,7 @@ if [ "$TINY" = 1 ]; then
     PREPARE=(--tiny)
     PAIR=(--tiny)
     STEP_TIME=(--steps 2 --warmup 1 --batch-size 32 --features 46 --samples 4 --expected-samples 4)
-    COST=(--queries 20 --features 6 --batch-size 8 --rounds 3)
+    COST=(--queries 20 --features 6 --batch-size 8 --steps 12)
 else
     "$PYTHON" -c "import torch; assert torch.cuda.is_available(), 'CUDA is not available (--tiny runs on CPU)'" || exit 2
     DEVICE=cuda
@@ -66,7 +66,7 @@ else
     fi
     PAIR=(--steps 10000)
     STEP_TIME=(--steps 20 --samples 8 --expected-samples 8)
-    COST=(--features 700 --rounds 22)
+    COST=(--features 700 --steps 88)
 fi
 
 (

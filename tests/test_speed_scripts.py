@@ -112,23 +112,28 @@ def test_benchmark_scale_stops_a_run_at_its_time_limit_and_starts_no_other(tmp_p
 
 
 def test_the_propensity_ranker_cost_benchmark_prints_every_configuration(tmp_path):
+    """Every configuration's cost and statistic; propensity_ranker=dla at k = 1 learns DLA's propensities exactly."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO_ROOT, os.environ.get("PYTHONPATH", "")]))
     out = tmp_path / "cost.md"
     result = subprocess.run(
         [sys.executable, os.path.join(REPO_ROOT, "benchmarks", "propensity_ranker_cost.py"), "--queries", "20",
-         "--features", "6", "--batch-size", "8", "--rounds", "3", "--every", "1", "3", "--out", str(out)],
+         "--features", "6", "--batch-size", "8", "--steps", "12", "--every", "1", "3", "--layers", "16",
+         "--out", str(out)],
         capture_output=True, text=True, timeout=240, env=env, cwd=REPO_ROOT,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     text = out.read_text()
-    assert "each a block of 3 updates per configuration" in text
-    rows = re.findall(r"^\| (.+?) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \|$", text, flags=re.M)
+    assert "12 updates per configuration in 4 interleaved rounds of 3" in text
+    rows = re.findall(r"^\| (.+?) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9. /]+) \|$", text, flags=re.M)
     assert [r[0] for r in rows] == [
-        "DLA", "MULTR propensity_ranker=multr (the paper's coupling)",
+        "DLA", "DLA, another seed (DLA's own spread)", "MULTR propensity_ranker=multr (the paper's coupling)",
         "MULTR propensity_ranker=dla, propensity_update_every=1 (default)",
-        "MULTR propensity_ranker=dla, propensity_update_every=3"]
-    assert rows[0][3] == "1.00" and rows[1][2] == "1.00"
-    assert all(float(ms) > 0 for _, ms, _, _ in rows)
+        "MULTR propensity_ranker=dla, propensity_update_every=3",
+        "MULTR propensity_ranker=dla, examination_ranker_layers=[16]"]
+    statistics = {label: [float(v) for v in values.split(" / ")] for label, _, _, values in rows}
+    assert rows[0][2] == "1.00" and all(float(ms) > 0 for _, ms, _, _ in rows)
+    assert statistics["DLA"] == [0.0] * 4 and statistics[rows[3][0]] == [0.0] * 4
+    assert min(statistics[rows[1][0]]) > 0 and min(statistics[rows[5][0]]) > 0
 
 
 def test_the_compact_reader_benchmark_measures_every_reader_and_summarizes(tmp_path):
