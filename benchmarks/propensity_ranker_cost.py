@@ -88,8 +88,9 @@ def write_data(source: str, directory: str, queries: int, features: int) -> str:
     if source == "recipe":
         from ultra_multr.generate.ultra_recipe import SCREENED_RECIPES, write_recipe_dataset
 
-        write_recipe_dataset(directory, replace(SCREENED_RECIPES["quadratic_1_f46"], valid_queries=20))
-        return directory
+        data_dir = os.path.join(directory, "data")
+        write_recipe_dataset(data_dir, replace(SCREENED_RECIPES["quadratic_1_f46"], valid_queries=20))
+        return data_dir
     from ultra_multr.click_logs import baidu_convert
     from ultra_multr.generate.baidu_log import write_baidu_log
 
