@@ -113,7 +113,7 @@ def base_settings(data_dir: str) -> dict:
 
 def build(data_dir: str, algorithm: str, hparams: str, batch_size: int):
     """(algorithm, its training feed, the training split) as main.py builds them."""
-    data = ultra.utils.read_data(data_dir, "train", None, 0)
+    data = ultra.utils.read_data(os.path.join(data_dir, ""), "train", None, 0)
     settings = dict(
         base_settings(data_dir),
         ranking_model="ultra.ranking_model.DNN", ranking_model_hparams="hidden_layer_sizes=[512,256,128]",
