@@ -7,7 +7,8 @@
 #
 # 1. In the background, on the GPU (interleaved, one process each): benchmarks/step_time.py (a ranker step of DLA
 #    and of MULTR sampled and expected at sample_num 8, the simulator's training step, the expected pass per 1,000
-#    lists), then benchmarks/propensity_ranker_cost.py at 700 features (propensity_update_every 1, 2, 4).
+#    lists), then benchmarks/propensity_ranker_cost.py at 700 features (propensity_update_every 1, 2, 4;
+#    examination_ranker_layers [64]).
 #    Meanwhile, on the CPU: benchmarks/scale.py --prepare-only writes the set (2,000 / 200 / 200 queries, 12-36
 #    documents, 700 features) and fills the check and feature caches, so that both runs start as later starts.
 # 2. Then benchmarks/scale.py runs ULTRA's main.py for multr_default (MULTR's defaults: the simulator stopped by
@@ -55,7 +56,7 @@ if [ "$TINY" = 1 ]; then
     PREPARE=(--tiny)
     PAIR=(--tiny)
     STEP_TIME=(--steps 2 --warmup 1 --batch-size 32 --features 46 --samples 4 --expected-samples 4)
-    COST=(--queries 20 --features 6 --batch-size 8 --rounds 3)
+    COST=(--queries 20 --features 6 --batch-size 8 --steps 12 --layers 16)
 else
     "$PYTHON" -c "import torch; assert torch.cuda.is_available(), 'CUDA is not available (--tiny runs on CPU)'" || exit 2
     DEVICE=cuda
@@ -66,7 +67,7 @@ else
     fi
     PAIR=(--steps 10000)
     STEP_TIME=(--steps 20 --samples 8 --expected-samples 8)
-    COST=(--features 700 --rounds 22)
+    COST=(--features 700 --steps 88 --layers 64)
 fi
 
 (

@@ -80,17 +80,20 @@ def test_whole_run_gpu_script_tiny_mode_measures_the_pair_from_later_starts(tmp_
                  "lower bound: simulator matrix products alone, sample_num=4"):
         assert float(rows[name][0]) > 0, (name, steps)
     assert re.search(r"one-off pass \(imputation_samples=256\): [0-9.]+ s per 1,000 lists", steps), steps
-    # the propensity side's cost (propensity_ranker_cost.py): every configuration, each relative to DLA's step
+    # the propensity side's cost and statistic (propensity_ranker_cost.py): every configuration; DLA's ratio 1;
+    # propensity_ranker=dla at k = 1 learns DLA's propensities exactly, DLA from another seed does not
     cost = (out / "propensity_ranker_cost.md").read_text()
-    assert "each a block of 4 updates per configuration" in cost  # --rounds 3 and --every 1 2 4: a block of 4
-    rows = re.findall(r"^\| (.+?) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \|$", cost, flags=re.M)
+    assert "16 updates per configuration in 4 interleaved rounds of 4" in cost  # --steps 12, --every 1 2 4: L = 4
+    rows = re.findall(r"^\| (.+?) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9. /]+) \|$", cost, flags=re.M)
     assert [r[0] for r in rows] == [
-        "DLA", "MULTR propensity_ranker=multr (the paper's coupling)",
+        "DLA", "DLA, another seed (DLA's own spread)", "MULTR propensity_ranker=multr (the paper's coupling)",
         "MULTR propensity_ranker=dla, propensity_update_every=1 (default)",
-        "MULTR propensity_ranker=dla, propensity_update_every=2", "MULTR propensity_ranker=dla, propensity_update_every=4"]
-    assert rows[0][3] == "1.00" and rows[1][2] == "1.00"
-    assert all(float(ms) > 0 for _, ms, _, _ in rows)
-
+        "MULTR propensity_ranker=dla, propensity_update_every=2", "MULTR propensity_ranker=dla, propensity_update_every=4",
+        "MULTR propensity_ranker=dla, examination_ranker_layers=[16]"]
+    statistics = {label: [float(v) for v in values.split(" / ")] for label, _, _, values in rows}
+    assert rows[0][2] == "1.00" and all(float(ms) > 0 for _, ms, _, _ in rows)
+    assert statistics["DLA"] == [0.0] * 4 and statistics[rows[3][0]] == [0.0] * 4
+    assert min(statistics[rows[1][0]]) > 0 and min(statistics[rows[6][0]]) > 0
 
 def ms_per_step(summary) -> dict:
     """config -> ms / step of scale.py's table "Whole runs as measured" in the file ``summary``."""

@@ -192,3 +192,27 @@ def test_propensity_update_every_trains_the_examination_side_on_every_kth_update
     thinned = multr.click_loss_summary(valid_feed)
     multr.hparams = dataclasses.replace(multr.hparams, propensity_update_every=1)
     assert thinned == multr.click_loss_summary(valid_feed)
+
+
+def test_examination_ranker_layers_gives_the_examination_side_a_small_dnn_of_its_own(synthetic_data_dir, monkeypatch):
+    """examination_ranker_layers=[8]: DLA's loss trains an ULTRA DNN with one hidden layer of 8 (not a copy of the
+    ranker) and the propensity model on every update; MULTR's ranker is another module; propensity_ranker=multr
+    has no such ranker and refuses the knob."""
+    from ultra_multr.algorithms.multr import MULTRConfig
+    from ultra_multr.config import parse_hparams
+
+    monkeypatch.setattr(trainer, "heldout_log_likelihood", lambda simulator, batches: (0.0, [0.0]))
+    multr, feed, data = build(synthetic_data_dir, ",".join([COMMON, SIMULATOR, "examination_ranker_layers=[8]"]))
+    multr.prepare()
+    assert multr.doubly_robust.used
+    shapes = [tuple(p.shape) for p in multr.examination_ranker.parameters() if p.dim() == 2]
+    assert shapes == [(8, multr.feature_size), (1, 8)] and len(shapes) < len(
+        [p for p in multr.model.parameters() if p.dim() == 2])
+    for _ in range(3):
+        before = [p.detach().clone() for p in list(multr.propensity_model.parameters())
+                  + list(multr.examination_ranker.parameters())]
+        multr.train(feed.get_batch(data, check_validation=True)[0])
+        after = list(multr.propensity_model.parameters()) + list(multr.examination_ranker.parameters())
+        assert any(not torch.equal(a, b) for a, b in zip(before, after))
+    with pytest.raises(ValueError, match="examination_ranker_layers=\\[8\\] shapes propensity_ranker=dla's"):
+        parse_hparams(MULTRConfig, "examination_ranker_layers=[8],propensity_ranker=multr")

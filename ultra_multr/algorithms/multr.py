@@ -25,6 +25,7 @@ import torch
 
 from ultra_multr import losses
 from ultra_multr.batch import Batch
+from ultra_multr.compat import runtime
 from ultra_multr.compat.settings_check import CLICK_LOSS_OBJECTIVE
 from ultra_multr.config import Off, knob, require
 from ultra_multr.session_budget import HOST_LOSSES_BECAUSE, LEDGER
@@ -61,13 +62,18 @@ class MULTRConfig(DLAConfig, DoublyRobustGroups):
             the examination ranker's forward and backward pass on the
             others.  1 (default): every update.  When the simulator is not used (MULTR trains as DLA) it has no
             effect.
+        examination_ranker_layers: under ``propensity_ranker=dla``, the hidden layer sizes of the examination
+            ranker, an ULTRA ``DNN`` of its own (e.g. ``[64]``: one hidden layer, a fraction of the ranker's
+            cost); empty (default): a copy of the ranker, from its initial state.
     """
 
     propensity_ranker: str = "dla"
     propensity_update_every: int = knob(1, inert_when=Off("propensity_update_every", 1))
+    examination_ranker_layers: Tuple[int, ...] = knob((), inert_when=Off("examination_ranker_layers", ()))
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        object.__setattr__(self, "examination_ranker_layers", tuple(self.examination_ranker_layers))
         check_with_host(self.dr, self.tune)
         require(
             self.propensity_ranker in PROPENSITY_RANKERS,
@@ -82,6 +88,14 @@ class MULTRConfig(DLAConfig, DoublyRobustGroups):
             "update trains): set propensity_update_every=1 or propensity_ranker=dla"
             % (self.propensity_update_every, self.propensity_ranker),
         )
+        require(
+            not self.examination_ranker_layers or self.propensity_ranker == "dla",
+            "examination_ranker_layers=%s shapes propensity_ranker=dla's examination ranker; propensity_ranker=%s "
+            "has none: leave it empty or set propensity_ranker=dla"
+            % (list(self.examination_ranker_layers), self.propensity_ranker),
+        )
+        require(all(size >= 1 for size in self.examination_ranker_layers),
+                "examination_ranker_layers must hold sizes >= 1, got %s" % list(self.examination_ranker_layers))
 
 
 def doubly_robust_parts(algorithm, host: str) -> Tuple[SimulatorPhase, DoublyRobust]:
@@ -145,6 +159,17 @@ def seeded_generator(device: torch.device, seed: Optional[int]) -> torch.Generat
     return generator
 
 
+def examination_ranker(algorithm: DLA, exp_settings: dict) -> torch.nn.Module:
+    """propensity_ranker=dla's examination ranker: a copy of ``algorithm``'s ranker from its initial state, or an
+    ULTRA ``DNN`` with the hidden layers ``examination_ranker_layers`` (same feature size and device)."""
+    layers = algorithm.hparams.examination_ranker_layers
+    if not layers:
+        return copy.deepcopy(algorithm.model)
+    settings = dict(exp_settings, ranking_model="ultra.ranking_model.DNN",
+                    ranking_model_hparams="hidden_layer_sizes=[%s]" % ",".join(str(size) for size in layers))
+    return runtime.create_ranking_model(settings, algorithm.feature_size, algorithm.device)
+
+
 class MULTR(DLA):
     """DLA + a user simulator (:attr:`simulator_phase`) + the doubly-robust ranking loss (:attr:`doubly_robust`)."""
 
@@ -157,7 +182,7 @@ class MULTR(DLA):
         self.simulator_phase, self.doubly_robust = doubly_robust_parts(self, "DLA")
         #: the ranker DLA's examination loss divides clicks by (propensity_ranker=dla); None: MULTR's own
         self.examination_ranker: Optional[torch.nn.Module] = (
-            copy.deepcopy(self.model) if self.hparams.propensity_ranker == "dla" else None
+            examination_ranker(self, exp_settings) if self.hparams.propensity_ranker == "dla" else None
         )
 
     def prepare_training(self, valid_set=None, batch_size: Optional[int] = None) -> None:

@@ -29,6 +29,7 @@ def test_a_share_of_intervention_sessions_is_another_run():
 
 
 @pytest.mark.parametrize("option, off, on", [("propensity_update_every", "1", 4),
+                                              ("examination_ranker_layers", "[]", [64]),
                                               ("simulator_heldout_max_share", "0", 0.25)])
 def test_a_multr_option_that_is_off_leaves_the_fingerprint_of_runs_finished_before_it(option, off, on):
     """Off, each option runs as the code before it: propensity_update_every=1 updates the examination side on every
