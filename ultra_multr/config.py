@@ -29,7 +29,11 @@ knob declares, once, how it enters (:func:`knob`, :class:`Identity`):
   identity (:func:`identity` with ``"checkpoint"``; inert ones likewise);
 * ``old_default``: the value before the knob's default changed; a settings
   string that names it keeps the fingerprint of runs finished under the old
-  default (:func:`old_defaults`).
+  default (:func:`old_defaults`);
+* ``added_after_runs``: an inert knob added after studies that name every
+  knob had finished runs; a settings string that names it while it is inert
+  fingerprints as one that does not (:func:`added_after_runs`), so such a
+  study keeps its runs.
 """
 from __future__ import annotations
 
@@ -99,17 +103,23 @@ class Identity:
         checkpoint: part of the user simulator checkpoint's identity (its metadata key is the knob's name).
         inert_when: left out of both identities while this holds.
         old_default: the default before it changed (unset: it never changed).
+        added_after_runs: naming it while ``inert_when`` holds leaves a run's fingerprint as it was without it.
     """
 
     checkpoint: bool = False
     inert_when: Optional[Union[Off, SameAs]] = None
     old_default: Any = _UNSET
+    added_after_runs: bool = False
 
 
 def knob(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, checkpoint: bool = False,
-         inert_when: Optional[Union[Off, SameAs]] = None, old_default: Any = _UNSET) -> Any:
+         inert_when: Optional[Union[Off, SameAs]] = None, old_default: Any = _UNSET,
+         added_after_runs: bool = False) -> Any:
     """A dataclass field with its :class:`Identity` declared."""
-    identity = Identity(checkpoint=checkpoint, inert_when=inert_when, old_default=old_default)
+    if added_after_runs and inert_when is None:
+        raise ValueError("added_after_runs needs inert_when: only an inert knob can leave a fingerprint as it was")
+    identity = Identity(checkpoint=checkpoint, inert_when=inert_when, old_default=old_default,
+                        added_after_runs=added_after_runs)
     return dataclasses.field(default=default, default_factory=default_factory, metadata={IDENTITY: identity})
 
 
@@ -197,6 +207,12 @@ def old_defaults(cls: type) -> Dict[str, Any]:
     """Knob name -> its default before the default changed, for the knobs of ``cls`` that declare one."""
     return {name: entry.identity.old_default for name, entry in knobs(cls).items()
             if entry.identity.old_default is not _UNSET}
+
+
+def added_after_runs(cls: type) -> Dict[str, Union[Off, SameAs]]:
+    """Knob name -> when it is inert, for the knobs of ``cls`` declared ``added_after_runs``."""
+    return {name: entry.identity.inert_when for name, entry in knobs(cls).items()
+            if entry.identity.added_after_runs}
 
 
 class HParamError(ValueError):

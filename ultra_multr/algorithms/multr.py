@@ -69,7 +69,8 @@ class MULTRConfig(DLAConfig, DoublyRobustGroups):
 
     propensity_ranker: str = "dla"
     propensity_update_every: int = knob(1, inert_when=Off("propensity_update_every", 1))
-    examination_ranker_layers: Tuple[int, ...] = knob((), inert_when=Off("examination_ranker_layers", ()))
+    examination_ranker_layers: Tuple[int, ...] = knob((), inert_when=Off("examination_ranker_layers", ()),
+                                                      added_after_runs=True)
 
     def __post_init__(self) -> None:
         super().__post_init__()

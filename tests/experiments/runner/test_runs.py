@@ -3,7 +3,7 @@ import sys
 
 import pytest
 
-from ultra_multr.experiments.runner.runs import find_main_py, resolved_hparams
+from ultra_multr.experiments.runner.runs import find_main_py, fingerprint_settings, resolved_hparams
 
 FEED = "ultra_multr.feeds.ClickSimulationFeed"
 
@@ -99,3 +99,24 @@ def test_main_py_is_found_next_to_the_ultra_package_without_importing_ultra(monk
     (tmp_path / "main.py").unlink()
     with pytest.raises(FileNotFoundError, match="not next to the ultra package"):
         find_main_py()
+
+
+def test_naming_a_knob_added_after_runs_while_it_is_off_keeps_their_fingerprint():
+    """examination_ranker_layers came after the simulator_designs grid had finished runs naming every knob: a string
+    naming it off fingerprints as those runs' strings did (they stay valid); naming it on is another run; a knob not
+    declared ``added_after_runs`` stays in the string as named."""
+    from conftest import require_ultra
+
+    require_ultra()
+    from ultra_multr.config import knob
+
+    def fingerprinted(hparams: str) -> str:
+        return fingerprint_settings({"learning_algorithm": "ultra_multr.MULTR",
+                                     "learning_algorithm_hparams": hparams})["learning_algorithm_hparams"]
+
+    assert fingerprinted("seed=0,examination_ranker_layers=[],propensity_update_every=1") == \
+        "seed=0,propensity_update_every=1"
+    assert fingerprinted("seed=0,examination_ranker_layers=[64]") == "seed=0,examination_ranker_layers=[64]"
+    assert fingerprinted("seed=0, propensity_update_every=1") == "seed=0, propensity_update_every=1"
+    with pytest.raises(ValueError, match="added_after_runs needs inert_when"):
+        knob(1, added_after_runs=True)

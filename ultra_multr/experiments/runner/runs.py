@@ -31,7 +31,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ultra_multr.config import HParamError, identity, old_defaults, parse_hparams, split_assignments
+from ultra_multr.config import (HParamError, added_after_runs, flat_values, identity, old_defaults, parse_hparams,
+                                split_assignments)
 from ultra_multr.data.check_cache import file_sha256
 from ultra_multr.data.checks import DataCheckError, split_files
 from ultra_multr.data.prepare import REPORT_FILE as PREPARE_REPORT
@@ -126,8 +127,25 @@ def fingerprint_settings(settings: Dict[str, Any]) -> Dict[str, Any]:
         for name, old in old_defaults(config_class).items():
             naming = re.escape("%s=%s" % (name, old))
             hparams = re.sub(r"^%s(,|$)" % naming, "", re.sub(r",%s(?=,|$)" % naming, "", hparams))
-        settings[hparams_key] = hparams
+        settings[hparams_key] = without_inert_namings(config_class, hparams)
     return settings
+
+
+def without_inert_namings(config_class: type, hparams: str) -> str:
+    """``hparams`` less the namings of knobs declared ``added_after_runs`` while they are inert (the string as it
+    was before those knobs existed); unchanged when it names none, or when the class refuses it."""
+    late = added_after_runs(config_class)
+    if not late:
+        return hparams
+    parts = split_assignments(hparams)
+    named = [part.split("=", 1)[0].strip() for part in parts]
+    if not set(named) & set(late):
+        return hparams
+    try:
+        values = flat_values(parse_hparams(config_class, hparams))
+    except HParamError:
+        return hparams
+    return ",".join(part for part, name in zip(parts, named) if not (name in late and late[name].holds(values, name)))
 
 
 def resolved_hparams(settings: Dict[str, Any]) -> Dict[str, Any]:
