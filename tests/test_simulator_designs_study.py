@@ -101,3 +101,53 @@ def test_the_screening_runs_cascade_or_position_based_clicks_only(tmp_path, caps
         study.main(["screen", "--out", str(tmp_path), "--regime", "sparse"])
     assert "--regime sparse: the screening runs cascade or pbm clicks" in capsys.readouterr().err
     assert not os.listdir(tmp_path)  # refused before anything is written
+
+
+def _examination_study():
+    spec = importlib.util.spec_from_file_location(
+        "examination_ranker_run", os.path.join(REPO_ROOT, "studies", "examination_ranker", "run.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_examination_ranker_study_differs_from_the_default_arm_only_in_the_examination_ranker():
+    arms = _examination_study().arms([64])
+    (default_name, default), (small_name, small) = arms.items()
+    assert default_name == "multr_authors_training"  # the grid's name for the design equal to the defaults
+    a, b = default["learning_algorithm_hparams"], small["learning_algorithm_hparams"]
+    assert {k for k in a if a[k] != b[k]} == {"examination_ranker_layers"} and b["examination_ranker_layers"] == [64]
+    text = ",".join("%s=%s" % (k, str(v).replace(" ", "").replace("'", "")) for k, v in a.items())
+    assert flat_values(parse_hparams(MULTRConfig, text)) == flat_values(MULTRConfig(learning_rate=study.LEARNING_RATE))
+
+
+def test_the_examination_ranker_study_copies_only_grid_runs_whose_results_hold(tmp_path):
+    """A grid run finished under the same fingerprint on the same data is copied; one of another configuration is
+    not (the runner trains it here)."""
+    import json
+
+    from ultra_multr.experiments.runner.runs import expand_runs
+    from ultra_multr.experiments.study_config import load_config
+
+    exam = _examination_study()
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "prepare_report.json").write_text("{}")
+    out = tmp_path / "exam"
+    out.mkdir()
+    config = exam.screen.study_config(str(out), {"set": str(data)}, [0, 1], 2000, list(exam.arms([64])),
+                                      exam.screen.CASCADE, definitions=exam.arms([64]))
+    path = out / "study.json"
+    path.write_text(json.dumps(config))
+    grid = tmp_path / "grid"
+    runs = [r for r in expand_runs(load_config(str(path))) if r.method == "multr_authors_training"]
+    for run, fingerprint in zip(runs, [None, "another"]):
+        source = grid / "runs" / run.info["dataset"] / run.info["fold"] / run.method / ("seed%d" % run.seed)
+        source.mkdir(parents=True)
+        (source / "done.json").write_text(json.dumps({"fingerprint": fingerprint or run.fingerprint,
+                                                      "data": run.data_id}))
+        (source / "metrics.json").write_text("{}")
+    copied = exam.reuse_grid_runs(str(path), str(grid))
+    assert copied == [runs[0].run_dir]
+    assert sorted(os.listdir(runs[0].run_dir)) == ["done.json", "metrics.json"] and not os.path.exists(runs[1].run_dir)
+    assert exam.reuse_grid_runs(str(path), str(grid)) == []  # done here: nothing copied again

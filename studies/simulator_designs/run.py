@@ -450,16 +450,21 @@ def choose(rows: List[dict]) -> tuple:
 
 def arm_name(method: str) -> str:
     """A grid arm's name in the tables: ``true_click_model`` for the control, ``default`` for the design equal to
-    MULTR's defaults now (:class:`~ultra_multr.simulator.training_config.SimulatorTrainingConfig`), else the
-    design's (:func:`shown`) or the method's name."""
-    from ultra_multr.algorithms.multr import MULTRConfig
-
+    MULTR's defaults now (:func:`default_design`), else the design's (:func:`shown`) or the method's name."""
     if method == "multr_true":
         return CONTROL
     design = method[len("multr_"):] if method.startswith("multr_") else None
-    if design in DESIGNS and flat_values(design_config(design)) == flat_values(MULTRConfig()):
+    if design is not None and design == default_design():
         return "default"
     return shown(design) if design else method
+
+
+def default_design() -> Optional[str]:
+    """The :data:`DESIGNS` name whose config equals MULTR's defaults now (None: none does)."""
+    from ultra_multr.algorithms.multr import MULTRConfig
+
+    defaults = flat_values(MULTRConfig())
+    return next((name for name in DESIGNS if flat_values(design_config(name)) == defaults), None)
 
 
 def grid_rows(out: str, regime: str) -> List[dict]:
