@@ -40,11 +40,9 @@ if _SPEC.name not in sys.modules:
     sys.modules[_SPEC.name] = designs
     _SPEC.loader.exec_module(designs)
 
-from ultra_multr.experiments import compare  # noqa: E402
-from ultra_multr.experiments.aggregate import as_host_counts, collect_runs, marked_label, runs_over_runs  # noqa: E402
+from ultra_multr.experiments.aggregate import as_host_counts, collect_runs, marked_label  # noqa: E402
 from ultra_multr.experiments.runner import cli as runner  # noqa: E402
 from ultra_multr.experiments.runner.runs import expand_runs, run_status  # noqa: E402
-from ultra_multr.experiments.significance import randomization_test  # noqa: E402
 from ultra_multr.experiments.study_config import load_config  # noqa: E402
 from ultra_multr.files import atomic_write_text  # noqa: E402
 
@@ -120,11 +118,8 @@ def table(out: str, results: str) -> str:
         row = {"arm": marked_label(label, as_host_counts(mine), len(mine)), "runs": len(mine),
                "ndcg10": fmt(float(np.mean([r.mean("ndcg_10") for r in mine])))}
         if name != methods[0] and default:
-            runs = runs_over_runs(mine, default, "ndcg_10")
-            a, b = compare.paired(mine, default, "ndcg_10")
-            row.update(delta_vs_default=fmt(runs.mean, sign=True), ci_low=fmt(runs.ci_low, sign=True),
-                       ci_high=fmt(runs.ci_high, sign=True), p_runs="%.2g" % runs.p if runs.p is not None else "",
-                       p_queries="%.4g" % randomization_test(a, b))
+            columns = designs.against(mine, default)
+            row.update(delta_vs_default=columns.pop("delta"), **columns)
         rows.append(row)
     os.makedirs(results, exist_ok=True)
     path = os.path.join(results, "examination_ranker")

@@ -483,13 +483,21 @@ def grid_rows(out: str, regime: str) -> List[dict]:
         row["decile_stat"] = fmt(float(np.median(stats)) if stats else None)
         row["simulator_s"] = fmt(float(np.median([simulator_seconds(r.info["run_dir"]) for r in mine])), 1)
         if name != "dla" and dla:
-            runs = runs_over_runs(mine, dla, "ndcg_10")
-            a, b = compare.paired(mine, dla, "ndcg_10")
-            row.update(delta_vs_dla=fmt(runs.mean, sign=True), ci_low=fmt(runs.ci_low, sign=True),
-                       ci_high=fmt(runs.ci_high, sign=True), p_runs="%.2g" % runs.p if runs.p is not None else "",
-                       p_queries="%.4g" % randomization_test(a, b))
+            columns = against(mine, dla)
+            row.update(delta_vs_dla=columns.pop("delta"), **columns)
         rows.append(row)
     return rows
+
+
+def against(mine: Sequence, reference: Sequence) -> Dict[str, str]:
+    """nDCG@10 of runs ``mine`` against ``reference``, as table cells: the mean paired difference over runs (same
+    set and seed, ``delta``) with its 95 % t-interval (``ci_low``, ``ci_high``) and sign-flip p (``p_runs``), and
+    the paired randomisation test over the pooled test queries (``p_queries``)."""
+    runs = runs_over_runs(mine, reference, "ndcg_10")
+    a, b = compare.paired(mine, reference, "ndcg_10")
+    return {"delta": fmt(runs.mean, sign=True), "ci_low": fmt(runs.ci_low, sign=True),
+            "ci_high": fmt(runs.ci_high, sign=True), "p_runs": "%.2g" % runs.p if runs.p is not None else "",
+            "p_queries": "%.4g" % randomization_test(a, b)}
 
 
 def write_table(rows: Sequence[dict], columns: Sequence[str], path: str, caption: str) -> None:
