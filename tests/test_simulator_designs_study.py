@@ -111,6 +111,22 @@ def _examination_study():
     return module
 
 
+def _examination_config(exam, tmp_path, seeds):
+    """The study's study.json in ``tmp_path``/exam on a made-up set; returns its path."""
+    import json
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "prepare_report.json").write_text("{}")
+    out = tmp_path / "exam"
+    out.mkdir()
+    config = exam.screen.study_config(str(out), {"set": str(data)}, seeds, 2000, list(exam.arms([64])),
+                                      exam.screen.CASCADE, definitions=exam.arms([64]))
+    path = out / "study.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
 def test_the_examination_ranker_study_differs_from_the_default_arm_only_in_the_examination_ranker():
     arms = _examination_study().arms([64])
     (default_name, default), (small_name, small) = arms.items()
@@ -130,15 +146,7 @@ def test_the_examination_ranker_study_copies_only_grid_runs_whose_results_hold(t
     from ultra_multr.experiments.study_config import load_config
 
     exam = _examination_study()
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "prepare_report.json").write_text("{}")
-    out = tmp_path / "exam"
-    out.mkdir()
-    config = exam.screen.study_config(str(out), {"set": str(data)}, [0, 1], 2000, list(exam.arms([64])),
-                                      exam.screen.CASCADE, definitions=exam.arms([64]))
-    path = out / "study.json"
-    path.write_text(json.dumps(config))
+    path = _examination_config(exam, tmp_path, [0, 1])
     grid = tmp_path / "grid"
     runs = [r for r in expand_runs(load_config(str(path))) if r.method == "multr_authors_training"]
     for run, fingerprint in zip(runs, [None, "another"]):
@@ -151,3 +159,23 @@ def test_the_examination_ranker_study_copies_only_grid_runs_whose_results_hold(t
     assert copied == [runs[0].run_dir]
     assert sorted(os.listdir(runs[0].run_dir)) == ["done.json", "metrics.json"] and not os.path.exists(runs[1].run_dir)
     assert exam.reuse_grid_runs(str(path), str(grid)) == []  # done here: nothing copied again
+
+
+def test_the_examination_ranker_table_pairs_each_run_with_the_defaults_run_of_its_seed(tmp_path):
+    import numpy as np
+    from run_records import method_runs, write_runs
+
+    exam = _examination_study()
+    path = _examination_config(exam, tmp_path, [0, 1, 2])
+    values = np.linspace(0.5, 0.9, 20)
+    default, small = list(exam.arms([64]))
+    runs = method_runs(default, "multr", {"set": values}, seeds=(0, 1, 2), dataset="recipe")
+    for seed, shift in enumerate([-0.001, -0.002, -0.003]):
+        runs += method_runs(small, "multr", {"set": values + shift}, seeds=(seed,), dataset="recipe")
+    write_runs(path.parent / "runs", runs)
+    table = open(exam.table(str(path.parent), str(tmp_path / "results"))).read()
+    rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in table.splitlines() if line.startswith("| MULTR")}
+    assert list(rows) == ["MULTR (defaults)", "MULTR, examination_ranker_layers=[64]"]
+    assert rows["MULTR (defaults)"][1:3] == ["3", "%.4f" % values.mean()]
+    assert rows["MULTR, examination_ranker_layers=[64]"][3] == "-0.0020"  # the mean of the three seeds' shifts
+    assert "at least -0.002" in table

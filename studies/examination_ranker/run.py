@@ -103,9 +103,12 @@ def fmt(value, digits: int = 4, sign: bool = False) -> str:
 def table(out: str, results: str) -> str:
     """Write ``results``/examination_ranker.{csv,md} from the finished runs; returns the markdown's path."""
     records = collect_runs(os.path.join(out, "runs"))
-    config = load_config(os.path.join(out, "study.json"))
+    path = os.path.join(out, "study.json")
+    with open(path) as handle:
+        config = json.load(handle)
     methods = list(config["methods"])
-    stale = [run.run_dir for run in expand_runs(config) if os.path.isdir(run.run_dir) and run_status(run) != "done"]
+    stale = [run.run_dir for run in expand_runs(load_config(path))
+             if os.path.isdir(run.run_dir) and run_status(run) != "done"]
     if stale:
         raise SystemExit("error: unfinished or stale run folders: %s" % ", ".join(stale))
     default = [r for r in records if r.info["method"] == methods[0]]
