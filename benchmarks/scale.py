@@ -3,7 +3,7 @@
 Usage::
 
     nice -n 10 python benchmarks/scale.py --data DIR [--generate 2000 [--features 700]]
-        [--configs ultra_dla dla multr_sampled multr_expected multr_default] [--steps 300]
+        [--configs ultra_dla dla multr_sampled multr_expected multr_default multr_examination_64] [--steps 300]
         [--simulator-steps 300] [--repeats 2] [--device cpu] [--time-limit S] [--workdir W]
         [--out benchmarks/results/scale/NAME]
     python benchmarks/scale.py --data DIR --generate 2000 --workdir W --prepare-only
@@ -23,7 +23,9 @@ so that a change of machine load hits all of them.  Configurations:
   (settings/multr_dla.json as it is: the simulator stopped by its held-out
   curve, capped at 10,000 steps; ``imputation=expected``;
   ``rerank_weight=paper``, no pilot); ``--simulator-steps`` applies only
-  under ``--tiny``.
+  under ``--tiny``;
+- ``multr_examination_64``: ``multr_default`` with
+  ``examination_ranker_layers=[64]`` (a one-hidden-layer examination ranker).
 
 Every ``multr_*`` configuration switches the simulator and logger guards
 off, so that MULTR's whole path runs (on generated, label-ordered logs the
@@ -92,7 +94,9 @@ from ultra_multr.generate.ultra_dataset import write_synthetic_ultra_dataset  # 
 from ultra_multr.files import atomic_write_text  # noqa: E402
 from ultra_multr.experiments.runner.runs import find_main_py  # noqa: E402
 
-CONFIGS = ("ultra_dla", "dla", "multr_sampled", "multr_expected", "multr_default")
+CONFIGS = ("ultra_dla", "dla", "multr_sampled", "multr_expected", "multr_default", "multr_examination_64")
+#: MULTR at its defaults (settings/multr_dla.json, the simulator's cap kept) plus these hyper-parameters.
+AT_DEFAULTS = {"multr_default": "", "multr_examination_64": ",examination_ranker_layers=[64]"}
 CLICK_MODEL = os.path.join(ROOT, "settings", "click_models", "cascade_eps0.1_ymax4.json")
 
 #: line pattern -> event name (first match of each wins); groups capture a duration the line reports.
@@ -144,7 +148,7 @@ TEXT_COLUMNS = ("config", "status", "checks_cached", "sim_early_stopping", "sim_
 def settings_for(config: str, simulator_steps: int, pilot_steps: int, device: str = "cpu",
                  default_simulator_cap: bool = True) -> dict:
     """main.py's setting file of a configuration (click model by absolute path); our algorithms on ``device``.
-    ``multr_default`` keeps its simulator's cap unless ``default_simulator_cap`` is False (``--tiny``)."""
+    :data:`AT_DEFAULTS` keep their simulator's cap unless ``default_simulator_cap`` is False (``--tiny``)."""
     if config == "ultra_dla":
         with open(os.path.join(ROOT, "settings", "dla_cascade.json")) as handle:
             settings = json.load(handle)
@@ -159,8 +163,8 @@ def settings_for(config: str, simulator_steps: int, pilot_steps: int, device: st
     with open(os.path.join(ROOT, "settings", name)) as handle:
         settings = json.load(handle)
     settings["train_input_hparams"] = "click_model_json=%s,seed=0" % CLICK_MODEL
-    if config == "multr_default":
-        hparams = settings["learning_algorithm_hparams"] + ",simulator_guard=none,logger_guard=none"
+    if config in AT_DEFAULTS:
+        hparams = settings["learning_algorithm_hparams"] + ",simulator_guard=none,logger_guard=none" + AT_DEFAULTS[config]
         settings["learning_algorithm_hparams"] = hparams if default_simulator_cap else re.sub(
             r"simulator_steps=\d+", "simulator_steps=%d" % simulator_steps, hparams)
     elif config.startswith("multr_"):
@@ -330,7 +334,7 @@ def row_of(config, times, values, rss, total, peak_mb, exit_code, args, checked_
         "config": config,
         "train_queries": args.train_queries,
         "steps": args.steps,
-        "simulator_steps": args.simulator_steps if config in CUT_SIMULATOR or (config == "multr_default" and args.tiny)
+        "simulator_steps": args.simulator_steps if config in CUT_SIMULATOR or (config in AT_DEFAULTS and args.tiny)
         else "",
         "exit": exit_code,
         "status": STOPPED if stopped else "ok" if exit_code == 0 else ULTRA_STOPS if "ultra_stops" in times else "failed",
