@@ -117,7 +117,9 @@ def fingerprint_settings(settings: Dict[str, Any]) -> Dict[str, Any]:
     A study keeps the runs it finished before a default changed by naming the old default in its method's
     hyper-parameters: the fingerprint leaves that naming out (the resolved hyper-parameters, also in the
     fingerprint, hold the value either way), so the run fingerprints as it did when the value was the default;
-    left unnamed, the new default makes it another run.
+    left unnamed, the new default makes it another run.  Likewise a knob declared ``added_after_runs`` is left out
+    where the string names it while it is inert (:func:`without_inert_namings`): a study that names every knob
+    keeps the runs it finished before the knob existed.
     """
     settings = dict(settings)
     for class_key, hparams_key, attribute in _TYPED_HPARAMS:
