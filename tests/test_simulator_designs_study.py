@@ -162,8 +162,15 @@ def test_the_examination_ranker_study_copies_only_grid_runs_whose_results_hold(t
 
 
 def test_the_examination_ranker_table_pairs_each_run_with_the_defaults_run_of_its_seed(tmp_path):
+    """The table of runs that hold for the study's config; a run folder that does not hold is named, none tabled."""
+    import json
+    from pathlib import Path
+
     import numpy as np
     from run_records import method_runs, write_runs
+
+    from ultra_multr.experiments.runner.runs import expand_runs
+    from ultra_multr.experiments.study_config import load_config
 
     exam = _examination_study()
     path = _examination_config(exam, tmp_path, [0, 1, 2])
@@ -172,10 +179,22 @@ def test_the_examination_ranker_table_pairs_each_run_with_the_defaults_run_of_it
     runs = method_runs(default, "multr", {"set": values}, seeds=(0, 1, 2), dataset="recipe")
     for seed, shift in enumerate([-0.001, -0.002, -0.003]):
         runs += method_runs(small, "multr", {"set": values + shift}, seeds=(seed,), dataset="recipe")
-    write_runs(path.parent / "runs", runs)
+    # each made-up run in the folder the runner gives it, finished under its fingerprint
+    specs = {(r.method, r.seed): r for r in expand_runs(load_config(str(path)))}
+    write_runs(tmp_path / "written", runs)
+    for folder in sorted((tmp_path / "written").iterdir()):
+        info = json.loads((folder / "run.json").read_text())
+        spec = specs[(info["method"], info["seed"])]
+        os.makedirs(os.path.dirname(spec.run_dir), exist_ok=True)
+        os.rename(folder, spec.run_dir)
+        done = {"fingerprint": spec.fingerprint, "data": spec.data_id}
+        (Path(spec.run_dir) / "done.json").write_text(json.dumps(done))
     table = open(exam.table(str(path.parent), str(tmp_path / "results"))).read()
     rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in table.splitlines() if line.startswith("| MULTR")}
     assert list(rows) == ["MULTR (defaults)", "MULTR, examination_ranker_layers=[64]"]
     assert rows["MULTR (defaults)"][1:3] == ["3", "%.4f" % values.mean()]
     assert rows["MULTR, examination_ranker_layers=[64]"][3] == "-0.0020"  # the mean of the three seeds' shifts
     assert "at least -0.002" in table
+    (Path(spec.run_dir) / "done.json").write_text(json.dumps({"fingerprint": "another", "data": spec.data_id}))
+    with pytest.raises(SystemExit, match="do not hold"):
+        exam.table(str(path.parent), str(tmp_path / "results"))

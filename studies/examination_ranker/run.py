@@ -40,7 +40,7 @@ if _SPEC.name not in sys.modules:
     sys.modules[_SPEC.name] = designs
     _SPEC.loader.exec_module(designs)
 
-from ultra_multr.experiments.aggregate import as_host_counts, collect_runs, marked_label  # noqa: E402
+from ultra_multr.experiments.aggregate import as_host_counts, marked_label  # noqa: E402
 from ultra_multr.experiments.runner import cli as runner  # noqa: E402
 from ultra_multr.experiments.runner.runs import expand_runs, run_status  # noqa: E402
 from ultra_multr.experiments.study_config import load_config  # noqa: E402
@@ -96,21 +96,17 @@ def reuse_grid_runs(config_path: str, grid_stage: str) -> List[str]:
     return copied
 
 
-def fmt(value, digits: int = 4, sign: bool = False) -> str:
-    return designs.fmt(value, digits, sign)
-
-
 def table(out: str, results: str) -> str:
-    """Write ``results``/examination_ranker.{csv,md} from the finished runs; returns the markdown's path."""
-    records = collect_runs(os.path.join(out, "runs"))
-    path = os.path.join(out, "study.json")
-    with open(path) as handle:
+    """Write ``results``/examination_ranker.{csv,md} from the finished runs; returns the markdown's path.
+
+    Raises:
+        SystemExit: a run folder that does not hold for ``out``/study.json (simulator_designs' :func:`finished`).
+    """
+    out = os.path.abspath(out)
+    records = designs.finished(os.path.dirname(out), os.path.basename(out))
+    with open(os.path.join(out, "study.json")) as handle:
         config = json.load(handle)
     methods = list(config["methods"])
-    stale = [run.run_dir for run in expand_runs(load_config(path))
-             if os.path.isdir(run.run_dir) and run_status(run) != "done"]
-    if stale:
-        raise SystemExit("error: unfinished or stale run folders: %s" % ", ".join(stale))
     default = [r for r in records if r.info["method"] == methods[0]]
     rows = []
     for name in methods:
@@ -119,7 +115,7 @@ def table(out: str, results: str) -> str:
             continue
         label = config["extra_methods"][name]["label"]
         row = {"arm": marked_label(label, as_host_counts(mine), len(mine)), "runs": len(mine),
-               "ndcg10": fmt(float(np.mean([r.mean("ndcg_10") for r in mine])))}
+               "ndcg10": designs.fmt(float(np.mean([r.mean("ndcg_10") for r in mine])))}
         if name != methods[0] and default:
             columns = designs.against(mine, default)
             row.update(delta_vs_default=columns.pop("delta"), **columns)
